@@ -1,0 +1,170 @@
+"""Graph nodes, edges and saved tensors: the data the engine walks.
+
+A node's `next_functions` holds one `(node, output_nr)` edge per input, like
+torch's. Nodes hold their saved tensors; tensors hold their `grad_fn`, so
+saving an op's own output must not keep the output Tensor alive (it would
+make a reference cycle): an output is saved as its array plus a version
+counter and rebuilt on unpack.
+"""
+import weakref
+
+from . import _state
+from .errors import anomaly_hint
+
+FREED_MESSAGE = (
+    "Trying to backward through the graph a second time (or directly access saved tensors "
+    "after they have already been freed). Saved intermediate values of the graph are freed "
+    "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+    "backward through the graph a second time or if you need to access saved tensors after "
+    "calling backward.")
+
+INFERENCE_SAVE_MESSAGE = (
+    "Inference tensors cannot be saved for backward. To work around you can make a clone to "
+    "get a normal tensor and use it in autograd.")
+
+# The tensor an in-place op is about to overwrite: saving it snapshots its data.
+inplace_target = [None]
+
+
+class RemovableHandle:
+    __slots__ = ("_container", "_key")
+
+    def __init__(self, container, key):
+        self._container, self._key = container, key
+
+    def remove(self):
+        self._container.pop(self._key, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+_handle_ids = iter(range(1 << 62)).__next__
+
+
+class Node:
+    """Base of every `grad_fn`. Subclasses implement `apply(grads) -> grads`,
+    one gradient per output in, one per `next_functions` entry out."""
+    __slots__ = ("next_functions", "_seq", "_in_meta", "_pre_hooks", "_hooks", "_tensor_hooks",
+                 "_retain", "_metadata", "_anomaly", "__weakref__")
+
+    def __init__(self, next_functions, in_meta):
+        self.next_functions = next_functions
+        self._in_meta = in_meta  # per input: (shape, numpy dtype) or None if no grad flows
+        self._seq = _state.next_seq()
+        self._pre_hooks = self._hooks = self._tensor_hooks = self._retain = None
+        self._metadata = None
+        self._anomaly = None
+
+    def name(self):
+        return type(self).__name__
+
+    @property
+    def metadata(self):
+        if self._metadata is None:
+            self._metadata = {}
+        return self._metadata
+
+    def register_hook(self, fn):
+        if self._hooks is None:
+            self._hooks = {}
+        k = _handle_ids()
+        self._hooks[k] = fn
+        return RemovableHandle(self._hooks, k)
+
+    def register_prehook(self, fn):
+        if self._pre_hooks is None:
+            self._pre_hooks = {}
+        k = _handle_ids()
+        self._pre_hooks[k] = fn
+        return RemovableHandle(self._pre_hooks, k)
+
+    def _release(self):
+        """Free saved tensors after a backward without retain_graph."""
+
+    def __repr__(self):
+        return f"<{self.name()} object at {id(self):#x}>"
+
+
+class AccumulateGrad(Node):
+    """The node a leaf's gradient flows into; it owns no saved tensors."""
+    __slots__ = ("variable",)
+
+    def __init__(self, variable):
+        Node.__init__(self, (), None)
+        self.variable = variable
+
+    def name(self):
+        return "jitgrad::autograd::AccumulateGrad"
+
+    def apply(self, grads):
+        raise RuntimeError("AccumulateGrad is run by the engine")
+
+
+def edge_of(t):
+    """(node, output_nr) that receives the gradient of tensor `t`."""
+    if t.grad_fn is not None:
+        return (t.grad_fn, t.output_nr)
+    if not t._rg:
+        return (None, 0)
+    acc = t._accum() if t._accum is not None else None
+    if acc is None:
+        acc = AccumulateGrad(t)
+        t._accum = weakref.ref(acc)
+    return (acc, 0)
+
+
+class SavedTensor:
+    """What torch calls a SavedVariable: data + the version it had when saved."""
+    __slots__ = ("_data", "_tensor", "_vc", "_version", "_meta")
+
+    def __init__(self, t, is_output=False):
+        if t._inference:
+            raise RuntimeError(INFERENCE_SAVE_MESSAGE)
+        if inplace_target[0] is t:
+            # The op overwrites this very tensor: keep the old values, no version check.
+            self._data, self._vc, self._version = t._data.copy(), None, 0
+            self._tensor = None
+        else:
+            self._data, self._vc, self._version = t._data, t._vc, t._vc[0]
+            self._tensor = None if is_output else t
+        self._meta = (t.grad_fn if not is_output else None, t.output_nr, t._rg)
+
+    def data(self, node):
+        """The saved array, checked against in-place modification."""
+        d = self._data
+        if d is None:
+            raise RuntimeError(FREED_MESSAGE)
+        if self._vc is not None and self._vc[0] != self._version:
+            self._raise_version(node)
+        return d
+
+    def unpack(self, node):
+        """The saved value as a Tensor that is part of the graph (double backward)."""
+        d = self.data(node)
+        if self._tensor is not None:
+            return self._tensor
+        from .tensor import Tensor
+        t = Tensor(d)
+        t._vc = self._vc if self._vc is not None else t._vc
+        grad_fn, output_nr, rg = self._meta
+        if grad_fn is None and rg:
+            grad_fn = node  # a saved output: its grad_fn is the node that saved it
+        t.grad_fn, t.output_nr, t._rg = grad_fn, output_nr, rg
+        return t
+
+    def release(self):
+        self._data = self._tensor = None
+
+    def _raise_version(self, node):
+        from .tensor import describe
+        grad_fn, output_nr, _ = self._meta
+        owner = grad_fn if grad_fn is not None else (node if self._tensor is None else None)
+        which = (f", which is output {output_nr} of {owner.name()}," if owner is not None else "")
+        raise RuntimeError(
+            "one of the variables needed for gradient computation has been modified by an "
+            f"inplace operation: [{describe(self._data)}]{which} is at version {self._vc[0]}; "
+            f"expected version {self._version} instead. " + anomaly_hint())

@@ -1,0 +1,8 @@
+"""torch.autograd's API on jitgrad's engine."""
+from . import graph  # noqa: F401  (attaches the tensor hook methods)
+from .engine import backward, grad
+from .grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled,
+                        no_grad, set_grad_enabled)
+
+__all__ = ["backward", "grad", "graph", "no_grad", "enable_grad", "set_grad_enabled",
+           "inference_mode", "is_grad_enabled", "is_inference_mode_enabled"]

@@ -1,0 +1,341 @@
+"""The backward executor.
+
+Like torch's engine: count dependencies from the roots, run a node once all
+its incoming gradients have arrived (the newest node first among the ready
+ones), sum gradients that meet, call hooks at torch's call sites, accumulate
+into leaves, free saved tensors unless retain_graph. Iterative throughout:
+a 100,000-node chain needs no recursion.
+"""
+import heapq
+
+import numpy as np
+
+from .. import _state
+from .._node import AccumulateGrad, edge_of
+from ..tensor import Tensor
+
+
+def _make_roots(outputs, grads, who):
+    edges, root_grads = [], []
+    for i, t in enumerate(outputs):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{who}: expected a Tensor at position {i}, got {type(t).__name__}")
+        g = grads[i] if grads is not None else None
+        if not t._rg:
+            raise RuntimeError(
+                f"element {i} of tensors does not require grad and does not have a grad_fn")
+        if g is None:
+            if t._data.size != 1:
+                raise RuntimeError(
+                    "grad can be implicitly created only for scalar outputs (output "
+                    f"{i} has shape {list(t.shape)}); pass gradient=/grad_outputs= with a tensor "
+                    "of that shape, or reduce the output first, e.g. y.sum().backward()")
+            g = Tensor(np.ones(t._data.shape, t._data.dtype))
+        else:
+            if not isinstance(g, Tensor):
+                raise TypeError(f"{who}: gradient {i} must be a Tensor or None, got {type(g).__name__}")
+            if g._data.shape != t._data.shape:
+                raise RuntimeError(
+                    f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} and output[{i}] "
+                    f"has a shape of {t.shape}.")
+            if g._data.dtype != t._data.dtype:
+                g = Tensor(g._data.astype(t._data.dtype)) if not _state.local.grad_enabled else g.to(t.dtype)
+        edges.append(edge_of(t))
+        root_grads.append(g)
+    return edges, root_grads
+
+
+def _normalize(tensors):
+    if isinstance(tensors, Tensor):
+        return (tensors,)
+    return tuple(tensors)
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, grad_variables=None,
+             inputs=None):
+    """Compute the sum of gradients of `tensors` w.r.t. graph leaves into their `.grad`."""
+    tensors = _normalize(tensors)
+    if grad_tensors is None:
+        grad_tensors = grad_variables
+    if grad_tensors is not None:
+        grad_tensors = _normalize(grad_tensors) if not isinstance(grad_tensors, (list, tuple)) \
+            else tuple(grad_tensors)
+        if len(grad_tensors) != len(tensors):
+            raise RuntimeError(f"got {len(grad_tensors)} gradients for {len(tensors)} tensors; "
+                               "pass one gradient (or None) per tensor")
+    if inputs is not None:
+        inputs = _normalize(inputs)
+        if not inputs:
+            raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+    edges, grads = _make_roots(tensors, grad_tensors, "backward")
+    if retain_graph is None:
+        retain_graph = create_graph
+    targets = None
+    if inputs is not None:
+        targets = []
+        for t in inputs:
+            e = _input_edge(t)
+            if e[0] is None:
+                raise RuntimeError("One of the differentiated Tensors does not require grad")
+            targets.append(e)
+    run(edges, grads, retain_graph, create_graph, targets=targets, accumulate_into=inputs)
+
+
+def _input_edge(t):
+    from .graph import GradientEdge
+    if isinstance(t, GradientEdge):
+        return (t.node, t.output_nr)
+    if not isinstance(t, Tensor):
+        raise TypeError(f"inputs must be Tensors or GradientEdges, got {type(t).__name__}")
+    return edge_of(t)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
+    """Return the gradients of `outputs` w.r.t. `inputs` without touching `.grad`."""
+    if is_grads_batched:
+        raise NotImplementedError("is_grads_batched=True is not supported; loop over the batch "
+                                  "or use jitgrad.autograd.functional.jacobian(vectorize=True)")
+    if materialize_grads and allow_unused is False:
+        raise ValueError("Expected allow_unused to be True or not passed when materialize_grads=True, "
+                         "but got: allow_unused=False.")
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    outputs = _normalize(outputs)
+    single = isinstance(inputs, Tensor)
+    inputs = _normalize(inputs)
+    if grad_outputs is not None:
+        grad_outputs = _normalize(grad_outputs) if isinstance(grad_outputs, Tensor) else tuple(grad_outputs)
+        if len(grad_outputs) != len(outputs):
+            raise RuntimeError(f"grad requires one grad_output per output: got {len(grad_outputs)} "
+                               f"grad_outputs and {len(outputs)} outputs")
+    targets = []
+    for t in inputs:
+        e = _input_edge(t)
+        if e[0] is None:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+        targets.append(e)
+    edges, grads = _make_roots(outputs, grad_outputs, "grad")
+    if retain_graph is None:
+        retain_graph = create_graph
+    captured = run(edges, grads, retain_graph, create_graph, targets=targets, accumulate_into=None)
+    result = []
+    for t, g in zip(inputs, captured):
+        if g is None:
+            if materialize_grads:
+                g = Tensor(np.zeros(t._data.shape, t._data.dtype))
+            elif not allow_unused:
+                raise RuntimeError(
+                    "One of the differentiated Tensors appears to not have been used in the graph. "
+                    "Set allow_unused=True if this is the desired behavior.")
+        result.append(g)
+    return tuple(result)
+
+
+def _fit(node, i, g, meta):
+    """Validate an output gradient of `node` for its input i: reduce broadcast
+    dimensions and cast the dtype back to the input's (the one place for both)."""
+    shape, dt = meta
+    arr = g._data
+    if arr.shape != shape:
+        lead = arr.ndim - len(shape)
+        if lead < 0 or any(s != 1 and s != a for s, a in zip(shape, arr.shape[lead:])):
+            raise RuntimeError(
+                f"Function {node.name()} returned an invalid gradient at index {i} - got "
+                f"{list(arr.shape)} but expected shape compatible with {list(shape)}")
+        if _state.local.grad_enabled:
+            from ..ops.reduce import sum_to_size
+            g = sum_to_size(g, shape)
+        else:
+            axes = tuple(range(lead)) + tuple(lead + k for k, s in enumerate(shape)
+                                              if s == 1 and arr.shape[lead + k] != 1)
+            g = Tensor(arr.sum(axis=axes).reshape(shape))
+    if g._data.dtype != dt:
+        g = g.to(dt) if _state.local.grad_enabled else Tensor(g._data.astype(dt))
+    return g
+
+
+def _add(a, b):
+    if _state.local.grad_enabled:
+        return a + b
+    return Tensor(a._data + b._data)
+
+
+def _call_tensor_hooks(hooks, g):
+    for fn in tuple(hooks.values()):
+        r = fn(g)
+        if r is not None:
+            g = r
+    return g
+
+
+def _needed_nodes(roots, targets):
+    """Nodes with a target at or below them (the only ones worth running)."""
+    target_nodes = {n for n, _ in targets}
+    needed = {}
+    stack = [(r, False) for r in roots]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            needed[node] = node in target_nodes or any(
+                needed.get(n, False) for n, _ in node.next_functions if n is not None)
+        elif node not in needed:
+            needed[node] = False  # placeholder: visited
+            stack.append((node, True))
+            stack.extend((n, False) for n, _ in node.next_functions
+                         if n is not None and n not in needed)
+    return {n for n, v in needed.items() if v}
+
+
+def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumulate_into=None):
+    """Execute the graph below `root_edges`. With targets (edges), gradients
+    arriving at them are captured and returned; leaves accumulate only if
+    `accumulate_into` lists them (backward(inputs=...)) or targets is None."""
+    roots = [n for n, _ in root_edges if n is not None]
+    deps = {}
+    seen = set(roots)
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        for nxt, _ in node.next_functions:
+            if nxt is not None:
+                deps[nxt] = deps.get(nxt, 0) + 1
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append(nxt)
+    needed = None if targets is None else _needed_nodes(roots, targets)
+    capture = None
+    if targets is not None and accumulate_into is None:
+        capture = {}
+        for k, (n, nr) in enumerate(targets):
+            capture.setdefault(n, []).append((nr, k))
+    accumulate_nodes = None
+    if accumulate_into is not None:
+        accumulate_nodes = {n for n, _ in targets}
+    captured = [None] * (len(targets) if targets is not None else 0)
+
+    buffers = {}
+    for (node, nr), g in zip(root_edges, root_grads):
+        if node is None:
+            continue
+        buf = buffers.setdefault(node, [])
+        while len(buf) <= nr:
+            buf.append(None)
+        buf[nr] = g if buf[nr] is None else _add(buf[nr], g)
+    heap = []
+    for node in buffers:
+        if deps.get(node, 0) == 0:
+            heap.append((-node._seq, node))
+    heapq.heapify(heap)
+
+    local = _state.local
+    prev_grad_mode = local.grad_enabled
+    local.grad_enabled = create_graph
+    try:
+        while heap:
+            _, node = heapq.heappop(heap)
+            grads = buffers.pop(node, None) or []
+            if needed is not None and node not in needed:
+                continue
+            if node._tensor_hooks is not None or node._retain is not None:
+                grads = _tensor_pre_hooks(node, grads)
+            if capture is not None and node in capture:
+                for nr, k in capture[node]:
+                    g = grads[nr] if nr < len(grads) else None
+                    if type(node) is AccumulateGrad and g is not None and node.variable._hooks:
+                        g = _call_tensor_hooks(node.variable._hooks, g)
+                    captured[k] = g
+            if type(node) is AccumulateGrad:
+                if capture is None and (accumulate_nodes is None or node in accumulate_nodes):
+                    _accumulate(node.variable, grads[0] if grads else None, create_graph)
+                continue
+            if accumulate_nodes is not None and node in accumulate_nodes:
+                _retain_into_grad(node, grads, root_edges, targets, accumulate_into)
+            if needed is not None and not any(n in needed for n, _ in node.next_functions
+                                              if n is not None):
+                continue
+            if node._pre_hooks is not None:
+                for fn in tuple(node._pre_hooks.values()):
+                    r = fn(tuple(grads))
+                    if r is not None:
+                        grads = list(r)
+            out = node.apply(grads)
+            if node._hooks is not None:
+                for fn in tuple(node._hooks.values()):
+                    r = fn(tuple(out), tuple(grads))
+                    if r is not None:
+                        out = list(r)
+            if not retain_graph:
+                node._release()
+            in_meta = node._in_meta
+            for i, ((nxt, nr), g) in enumerate(zip(node.next_functions, out)):
+                if nxt is None:
+                    continue
+                if g is not None:
+                    m = in_meta[i]
+                    if m is not None and (g._data.shape != m[0] or g._data.dtype != m[1]):
+                        g = _fit(node, i, g, m)
+                    buf = buffers.get(nxt)
+                    if buf is None:
+                        buf = buffers[nxt] = []
+                    while len(buf) <= nr:
+                        buf.append(None)
+                    buf[nr] = g if buf[nr] is None else _add(buf[nr], g)
+                d = deps[nxt] - 1
+                deps[nxt] = d
+                if d == 0:
+                    heapq.heappush(heap, (-nxt._seq, nxt))
+    finally:
+        local.grad_enabled = prev_grad_mode
+    return captured
+
+
+def _tensor_pre_hooks(node, grads):
+    grads = list(grads)
+    if node._tensor_hooks is not None:
+        for nr, hooks in node._tensor_hooks.items():
+            if nr < len(grads) and grads[nr] is not None and hooks:
+                grads[nr] = _call_tensor_hooks(hooks, grads[nr])
+    if node._retain is not None:
+        for nr, ref in node._retain.items():
+            t = ref()
+            if t is not None and nr < len(grads) and grads[nr] is not None:
+                g = grads[nr]
+                if t._grad is None:
+                    t._grad = Tensor(g._data.copy()) if not _state.local.grad_enabled else g.clone()
+                else:
+                    t._grad = _add(t._grad, g)
+    return grads
+
+
+def _retain_into_grad(node, grads, root_edges, targets, tensors):
+    """backward(inputs=[non_leaf]) accumulates into that non-leaf's .grad."""
+    for t, (n, nr) in zip(tensors, targets):
+        if n is node and isinstance(t, Tensor) and nr < len(grads) and grads[nr] is not None:
+            g = grads[nr]
+            t._grad = g.detach().clone() if t._grad is None else _add(t._grad, g)
+
+
+def _accumulate(var, g, create_graph):
+    if g is None:
+        return
+    if var._hooks:
+        g = _call_tensor_hooks(var._hooks, g)
+    if var._grad is None:
+        if create_graph:
+            var._grad = g.clone()
+        else:
+            # Own the buffer, in the param's layout ("default gradient layouts"): later
+            # backward calls add into it in place.
+            buf = np.empty_like(var._data)
+            np.copyto(buf, g._data)
+            var._grad = Tensor(buf)
+    elif create_graph or _state.local.grad_enabled:
+        var._grad = var._grad + g
+    else:
+        gd = var._grad
+        np.add(gd._data, g._data, out=gd._data)
+        gd._vc[0] += 1
+    if var._post_hooks:
+        for fn in tuple(var._post_hooks.values()):
+            fn(var)

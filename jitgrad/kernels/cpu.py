@@ -1,0 +1,33 @@
+"""CPU kernels generated from formulas: one Numba ufunc per (op, role, dtypes).
+
+A ufunc handles broadcasting, strides, 0-d operands and `out=` in one
+compiled call, which keeps the per-op Python cost to a single call.
+"""
+from . import cache
+from .expr import to_scalar_code
+
+_NUMBA_TYPE = {"float32": "float32", "float64": "float64", "int32": "int32", "int64": "int64",
+               "bool": "boolean", "complex64": "complex64", "complex128": "complex128"}
+
+
+def ufunc(name, args, body, arg_dtypes, compute_dtype, out_dtype, prefix=None):
+    """Compile `body` (a parsed formula over `args`) as a ufunc.
+
+    arg_dtypes: numpy dtype per argument; compute_dtype: the `T` of constants;
+    out_dtype: the result's dtype. `prefix` multiplies the formula (the
+    incoming gradient `g` of a backward kernel)."""
+    code = to_scalar_code(body)
+    if prefix is not None:
+        code = f"{prefix} * {code}"
+    sig = "{}({})".format(_NUMBA_TYPE[out_dtype.name],
+                          ", ".join(_NUMBA_TYPE[d.name] for d in arg_dtypes))
+    out_t = "np.bool_" if out_dtype.name == "bool" else f"np.{out_dtype.name}"
+    source = (
+        "import math\n"
+        "import numpy as np\n"
+        "from numba import vectorize\n"
+        f"T = np.{compute_dtype.name}\n\n\n"
+        f"@vectorize([{sig!r}], cache=True)\n"
+        f"def kernel({', '.join(args)}):\n"
+        f"    return {out_t}({code})\n")
+    return cache.load(f"{name}_{compute_dtype.name}", source)

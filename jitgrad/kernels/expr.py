@@ -1,0 +1,109 @@
+"""Formula expressions: parsing, checking, and the one mapping from formula
+function names to the scalar code that generated kernels contain.
+
+A formula is a short Python expression over operand names (`x`, `y`, ...),
+the forward result `out`, numeric constants and the functions of MATH. The
+same names exist as jitgrad Tensor functions, so the ops layer can also
+evaluate a formula on Tensors (double backward) without another table.
+"""
+import ast
+import functools
+
+# formula name -> scalar code template ({0}, {1}... are the arguments).
+# Every generated kernel goes through this table, so swapping a libm call for
+# a vectorizable implementation happens here and nowhere else.
+MATH = {
+    "exp": "math.exp({0})",
+    "exp2": "math.pow(T(2.0), {0})",
+    "log": "math.log({0})",
+    "log2": "math.log2({0})",
+    "log1p": "math.log1p({0})",
+    "expm1": "math.expm1({0})",
+    "sqrt": "math.sqrt({0})",
+    "sin": "math.sin({0})",
+    "cos": "math.cos({0})",
+    "tan": "math.tan({0})",
+    "asin": "math.asin({0})",
+    "acos": "math.acos({0})",
+    "atan": "math.atan({0})",
+    "sinh": "math.sinh({0})",
+    "cosh": "math.cosh({0})",
+    "tanh": "math.tanh({0})",
+    "erf": "math.erf({0})",
+    "atan2": "math.atan2({0}, {1})",
+    "abs": "abs({0})",
+    # sign(nan) is nan, as in torch: the last branch returns the argument.
+    "sign": "(T(1.0) if {0} > T(0.0) else (T(-1.0) if {0} < T(0.0) else {0}))",
+    "where": "({1} if {0} else {2})",
+}
+
+_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**"}
+_CMPOPS = {ast.Gt: ">", ast.GtE: ">=", ast.Lt: "<", ast.LtE: "<=", ast.Eq: "==", ast.NotEq: "!="}
+
+
+class FormulaError(ValueError):
+    pass
+
+
+@functools.lru_cache(maxsize=None)
+def parse(src, names):
+    """Check `src` against the allowed grammar; return (ast body, names used)."""
+    try:
+        body = ast.parse(src, mode="eval").body
+    except SyntaxError as e:
+        raise FormulaError(f"formula {src!r} is not a Python expression: {e.msg}") from None
+    used = set()
+    for node in ast.walk(body):
+        if isinstance(node, ast.Name):
+            if node.id not in names and node.id not in MATH:
+                raise FormulaError(f"formula {src!r} uses unknown name {node.id!r}; "
+                                   f"allowed are {sorted(names)} and functions {sorted(MATH)}")
+            if node.id in names:
+                used.add(node.id)
+        elif isinstance(node, ast.Call):
+            if not isinstance(node.func, ast.Name) or node.func.id not in MATH or node.keywords:
+                raise FormulaError(f"formula {src!r}: only calls of {sorted(MATH)} are allowed")
+        elif isinstance(node, ast.Constant):
+            if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
+                raise FormulaError(f"formula {src!r}: constant {node.value!r} is not a number")
+        elif isinstance(node, ast.BinOp) and type(node.op) not in _BINOPS:
+            raise FormulaError(f"formula {src!r}: operator {type(node.op).__name__} is not allowed")
+        elif isinstance(node, ast.Compare) and (len(node.ops) != 1 or type(node.ops[0]) not in _CMPOPS):
+            raise FormulaError(f"formula {src!r}: use one comparison at a time")
+        elif isinstance(node, ast.UnaryOp) and not isinstance(node.op, (ast.USub, ast.UAdd)):
+            raise FormulaError(f"formula {src!r}: only unary - and + are allowed")
+        elif not isinstance(node, (ast.Name, ast.Call, ast.Constant, ast.BinOp, ast.Compare,
+                                   ast.UnaryOp, ast.Load, ast.USub, ast.UAdd,
+                                   *_BINOPS, *_CMPOPS)):
+            raise FormulaError(f"formula {src!r}: {type(node).__name__} is not allowed")
+    return body, frozenset(used)
+
+
+def to_scalar_code(body, rename=None):
+    """Scalar source for a parsed formula. Constants become `T(c)` so a float32
+    kernel stays float32 (Numba would widen `1 - x` with an int literal)."""
+    rename = rename or {}
+
+    def emit(n):
+        if isinstance(n, ast.Name):
+            return rename.get(n.id, n.id)
+        if isinstance(n, ast.Constant):
+            return f"T({float(n.value)!r})"
+        if isinstance(n, ast.UnaryOp):
+            return f"(-{emit(n.operand)})" if isinstance(n.op, ast.USub) else emit(n.operand)
+        if isinstance(n, ast.BinOp):
+            return f"({emit(n.left)} {_BINOPS[type(n.op)]} {emit(n.right)})"
+        if isinstance(n, ast.Compare):
+            return f"({emit(n.left)} {_CMPOPS[type(n.ops[0])]} {emit(n.comparators[0])})"
+        return MATH[n.func.id].format(*[emit(a) for a in n.args])
+
+    return emit(body)
+
+
+def is_constant(body):
+    return isinstance(body, ast.Constant) or (
+        isinstance(body, ast.UnaryOp) and isinstance(body.operand, ast.Constant))
+
+
+def constant_value(body):
+    return ast.literal_eval(body)

@@ -1,0 +1,139 @@
+"""torch.nn.functional's core on jitgrad ops. Losses and layer_norm are
+compositions of differentiable ops, so they are differentiable twice."""
+from .. import dtypes as _dt
+from ..ops import formulas as E
+from ..ops import linalg, reduce, shape
+from ..ops.creation import _gen
+from ..ops.nn import log_softmax, softmax
+from ..tensor import Tensor
+
+relu = E.relu
+sigmoid = E.sigmoid
+tanh = E.tanh
+
+__all__ = ["relu", "sigmoid", "tanh", "softplus", "gelu", "softmax", "log_softmax", "linear",
+           "mse_loss", "cross_entropy", "nll_loss", "dropout", "layer_norm"]
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    return E._softplus(input, beta, threshold)
+
+
+def gelu(input, approximate="none"):
+    if approximate == "none":
+        return E._gelu(input)
+    if approximate == "tanh":
+        return E._gelu_tanh(input)
+    raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate!r}")
+
+
+def linear(input, weight, bias=None):
+    out = linalg.matmul(input, shape.t(weight) if weight.ndim == 2 else weight)
+    return out if bias is None else out + bias
+
+
+def _reduce(loss, reduction):
+    if reduction == "mean":
+        return reduce.mean(loss)
+    if reduction == "sum":
+        return reduce.sum(loss)
+    if reduction == "none":
+        return loss
+    raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def mse_loss(input, target, reduction="mean"):
+    if input.shape != target.shape:
+        import warnings
+        warnings.warn(f"Using a target size ({target.shape}) that is different to the input size "
+                      f"({input.shape}). This will likely lead to incorrect results due to "
+                      "broadcasting. Please ensure they have the same size.", stacklevel=2)
+    d = input - target
+    return _reduce(d * d, reduction)
+
+
+def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
+    if not isinstance(target, Tensor) or target._data.dtype.kind not in "iu":
+        raise RuntimeError("expected scalar type Long but found "
+                           f"{target.dtype.name if isinstance(target, Tensor) else type(target).__name__}"
+                           " for the target of nll_loss")
+    if input.ndim < 1 or input.ndim - 1 != target.ndim and not (input.ndim == 1 and target.ndim == 0):
+        raise ValueError(f"Expected input batch_size ({input.shape[0] if input.ndim else 1}) to "
+                         f"match target batch_size ({target.shape[0] if target.ndim else 1}).")
+    class_dim = 1 if input.ndim > 1 else 0
+    n_classes = input.shape[class_dim]
+    t = target._data
+    valid = t != ignore_index
+    if ((t[valid] < 0) | (t[valid] >= n_classes)).any():
+        raise IndexError(f"Target {int(t[valid].max())} is out of bounds (number of classes "
+                         f"{n_classes}).")
+    safe = Tensor(t * valid)  # ignored entries gather class 0, then get weight 0
+    picked = shape.squeeze(shape.gather(input, class_dim, shape.unsqueeze(safe, class_dim)), class_dim)
+    w = Tensor(valid.astype(input._data.dtype))
+    if weight is not None:
+        w = w * shape.index_select(weight, 0, safe.reshape(-1)).reshape(safe.shape)
+    loss = -picked * w
+    if reduction == "mean":
+        return reduce.sum(loss) / reduce.sum(w)
+    return _reduce(loss, reduction)
+
+
+def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean",
+                  label_smoothing=0.0):
+    class_dim = 1 if input.ndim > 1 else 0
+    logp = log_softmax(input, class_dim)
+    if target._data.dtype.kind == "f":  # class probabilities
+        if weight is not None:
+            logp = logp * shape.reshape(weight, [-1] + [1] * (input.ndim - class_dim - 1))
+        if label_smoothing:
+            target = target * (1 - label_smoothing) + label_smoothing / input.shape[class_dim]
+        return _reduce(-reduce.sum(logp * target, class_dim), reduction)
+    nll = nll_loss(logp, target, weight, ignore_index, reduction)
+    if not label_smoothing:
+        return nll
+    if weight is not None:
+        raise NotImplementedError("label_smoothing together with weight is not supported; "
+                                  "apply one of them")
+    valid = Tensor((target._data != ignore_index).astype(input._data.dtype))
+    smooth = -reduce.sum(logp, class_dim) * valid
+    smooth = reduce.sum(smooth) / reduce.sum(valid) if reduction == "mean" else _reduce(smooth, reduction)
+    n = input.shape[class_dim]
+    return nll * (1 - label_smoothing) + smooth * (label_smoothing / n)
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return input * 0.0
+    keep = (_gen.rng.random(input.shape) >= p).astype(input._data.dtype) / (1.0 - p)
+    out = input * Tensor(keep.astype(input._data.dtype))
+    if inplace:
+        return input.copy_(out)
+    return out
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    normalized_shape = tuple(normalized_shape)
+    k = len(normalized_shape)
+    if tuple(input.shape[-k:]) != normalized_shape:
+        raise RuntimeError(
+            f"Given normalized_shape={list(normalized_shape)}, expected input with shape "
+            f"[*, {', '.join(map(str, normalized_shape))}], but got input of size{list(input.shape)}")
+    dims = tuple(range(-k, 0))
+    mu = reduce.mean(input, dims, keepdim=True)
+    centered = input - mu
+    var = reduce.mean(centered * centered, dims, keepdim=True)
+    out = centered * E.rsqrt(var + eps)
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out
+
+
+del _dt

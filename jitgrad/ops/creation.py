@@ -1,0 +1,207 @@
+"""Factories and the random generator."""
+import numpy as np
+
+from .. import dtypes as _dt
+from ..tensor import Tensor, check_device
+
+
+class _Generator:
+    rng = np.random.default_rng()
+
+
+_gen = _Generator()
+
+
+def manual_seed(seed):
+    """Seed jitgrad's generator (rand, randn, randint, dropout)."""
+    _gen.rng = np.random.default_rng(int(seed))
+    return _gen
+
+
+def _finish(arr, dtype, device, requires_grad):
+    check_device(device)
+    if dtype is not None:
+        np_dt = _dt.to_dtype(dtype).np
+        if arr.dtype != np_dt:
+            arr = arr.astype(np_dt)
+    t = Tensor(arr)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _infer_np(data):
+    """torch's dtype inference for Python data: bool < int64 < default float < complex."""
+    arr = np.asarray(data)
+    k = arr.dtype.kind
+    if k == "b":
+        return arr.astype(np.bool_, copy=False)
+    if k in "iu":
+        return arr.astype(np.int64, copy=False)
+    if k == "f":
+        return arr.astype(_dt.get_default_dtype().np, copy=False)
+    if k == "c":
+        return arr.astype(_dt.to_dtype(complex).np, copy=False)
+    raise TypeError(f"Could not infer dtype of {type(data).__name__}")
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    """A new tensor (always a copy) from Python data, a numpy array or a Tensor.
+
+    >>> import jitgrad
+    >>> jitgrad.tensor([1.0, 2.0], requires_grad=True)
+    tensor([1., 2.], requires_grad=True)
+    >>> jitgrad.tensor([[1, 2], [3, 4]])
+    tensor([[1, 2],
+            [3, 4]])
+    """
+    if isinstance(data, Tensor):
+        arr = data._data.copy()
+    elif isinstance(data, np.ndarray):
+        _dt.from_np(data.dtype)
+        arr = data.copy()
+    elif isinstance(data, (list, tuple)) and any(isinstance(v, Tensor) for v in _flat(data)):
+        arr = _infer_np([_plain(v) for v in data])
+    else:
+        arr = _infer_np(data).copy()
+    return _finish(arr, dtype, device, requires_grad)
+
+
+def _flat(data):
+    for v in data:
+        if isinstance(v, (list, tuple)):
+            yield from _flat(v)
+        else:
+            yield v
+
+
+def _plain(v):
+    if isinstance(v, Tensor):
+        return v._data
+    if isinstance(v, (list, tuple)):
+        return [_plain(u) for u in v]
+    return v
+
+
+def as_tensor(data, dtype=None, device=None):
+    """Share memory with a numpy array when no conversion is needed."""
+    if isinstance(data, Tensor):
+        return data if dtype is None else data.to(dtype)
+    if isinstance(data, np.ndarray):
+        _dt.from_np(data.dtype)
+        return _finish(data, dtype, device, False)
+    return tensor(data, dtype=dtype, device=device)
+
+
+def from_numpy(arr):
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(arr).__name__})")
+    _dt.from_np(arr.dtype)
+    return Tensor(arr)
+
+
+def _size(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = size[0]
+    for s in size:
+        if not isinstance(s, (int, np.integer)) or isinstance(s, bool):
+            raise TypeError(f"size must be a sequence of ints, got {type(s).__name__}")
+        if s < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {s}: {list(size)}")
+    return tuple(int(s) for s in size)
+
+
+def _float_np(dtype):
+    return (_dt.to_dtype(dtype) if dtype is not None else _dt.get_default_dtype()).np
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False):
+    return _finish(np.zeros(_size(size), _float_np(dtype)), None, device, requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False):
+    return _finish(np.ones(_size(size), _float_np(dtype)), None, device, requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False):
+    return _finish(np.empty(_size(size), _float_np(dtype)), None, device, requires_grad)
+
+
+def full(size, fill_value, dtype=None, device=None, requires_grad=False):
+    if dtype is None:
+        dtype = _dt.from_np(_dt.scalar_np(fill_value))
+    return _finish(np.full(_size((size,)), fill_value, _dt.to_dtype(dtype).np), None, device,
+                   requires_grad)
+
+
+def _like(x, dtype):
+    return _dt.to_dtype(dtype).np if dtype is not None else x._data.dtype
+
+
+def zeros_like(x, dtype=None, device=None, requires_grad=False):
+    return _finish(np.zeros(x._data.shape, _like(x, dtype)), None, device, requires_grad)
+
+
+def ones_like(x, dtype=None, device=None, requires_grad=False):
+    return _finish(np.ones(x._data.shape, _like(x, dtype)), None, device, requires_grad)
+
+
+def empty_like(x, dtype=None, device=None, requires_grad=False):
+    return _finish(np.empty(x._data.shape, _like(x, dtype)), None, device, requires_grad)
+
+
+def full_like(x, fill_value, dtype=None, device=None, requires_grad=False):
+    return _finish(np.full(x._data.shape, fill_value, _like(x, dtype)), None, device, requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if dtype is None:
+        is_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
+        dtype = _dt.int64 if is_int else _dt.get_default_dtype()
+    return _finish(np.arange(start, end, step).astype(_dt.to_dtype(dtype).np), None, device,
+                   requires_grad)
+
+
+def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    return _finish(np.linspace(start, end, steps).astype(_float_np(dtype)), None, device,
+                   requires_grad)
+
+
+def eye(n, m=None, dtype=None, device=None, requires_grad=False):
+    return _finish(np.eye(n, m, dtype=_float_np(dtype)), None, device, requires_grad)
+
+
+def rand(*size, dtype=None, device=None, requires_grad=False, generator=None):
+    np_dt = _float_np(dtype)
+    return _finish(_gen.rng.random(_size(size), dtype=np.float64).astype(np_dt), None, device,
+                   requires_grad)
+
+
+def randn(*size, dtype=None, device=None, requires_grad=False, generator=None):
+    np_dt = _float_np(dtype)
+    return _finish(_gen.rng.standard_normal(_size(size)).astype(np_dt), None, device, requires_grad)
+
+
+def randint(low=0, high=None, size=None, dtype=None, device=None, requires_grad=False):
+    if high is None:
+        low, high = 0, low
+    if size is None:
+        raise TypeError("randint() missing required argument 'size'")
+    arr = _gen.rng.integers(low, high, size=_size((size,)), dtype=np.int64)
+    return _finish(arr, dtype, device, requires_grad)
+
+
+def rand_like(x, dtype=None, device=None, requires_grad=False):
+    return rand(x._data.shape, dtype=dtype or _dt.from_np(x._data.dtype), device=device,
+                requires_grad=requires_grad)
+
+
+def randn_like(x, dtype=None, device=None, requires_grad=False):
+    return randn(x._data.shape, dtype=dtype or _dt.from_np(x._data.dtype), device=device,
+                 requires_grad=requires_grad)

@@ -1,0 +1,128 @@
+"""The formula table: every elementwise op of jitgrad, one entry each.
+
+`out` is the forward formula; each keyword named after an operand is the
+partial derivative of `out` with respect to it. Operands: x, y, (w); `out`
+is the forward result. Functions: see kernels/expr.py MATH.
+"""
+import types
+
+from .registry import elementwise as _ew
+
+_XY = ("x", "y")
+LN2 = "0.6931471805599453"
+
+# ---- unary, floating (integer inputs compute in the default float dtype) --------
+exp = _ew("exp", out="exp(x)", x="out")
+exp2 = _ew("exp2", out="exp2(x)", x=f"out * {LN2}")
+log = _ew("log", out="log(x)", x="1 / x")
+log2 = _ew("log2", out="log2(x)", x=f"1 / (x * {LN2})")
+log1p = _ew("log1p", out="log1p(x)", x="1 / (1 + x)", node_names={(True,): "Log1PBackward0"})
+expm1 = _ew("expm1", out="expm1(x)", x="out + 1")
+sqrt = _ew("sqrt", out="sqrt(x)", x="0.5 / out")
+rsqrt = _ew("rsqrt", out="1 / sqrt(x)", x="-0.5 * out * out * out")
+sin = _ew("sin", out="sin(x)", x="cos(x)")
+cos = _ew("cos", out="cos(x)", x="-sin(x)")
+tan = _ew("tan", out="tan(x)", x="1 + out * out")
+asin = _ew("asin", out="asin(x)", x="1 / sqrt(1 - x * x)")
+acos = _ew("acos", out="acos(x)", x="-1 / sqrt(1 - x * x)")
+atan = _ew("atan", out="atan(x)", x="1 / (1 + x * x)")
+sinh = _ew("sinh", out="sinh(x)", x="cosh(x)")
+cosh = _ew("cosh", out="cosh(x)", x="sinh(x)")
+tanh = _ew("tanh", out="tanh(x)", x="1 - out * out")
+# Two branches so exp never overflows: exp(-x) for x >= 0, exp(x) otherwise.
+sigmoid = _ew("sigmoid", out="where(x >= 0, 1 / (1 + exp(-x)), exp(x) / (1 + exp(x)))",
+              x="out * (1 - out)")
+reciprocal = _ew("reciprocal", out="1 / x", x="-out * out")
+erf = _ew("erf", out="erf(x)", x="1.1283791670955126 * exp(-x * x)")
+# softplus(x) = log(1 + exp(beta x)) / beta, linear above threshold (torch's rule).
+_softplus = _ew("softplus", args=("x", "beta", "threshold"),
+                out="where(x * beta > threshold, x, log1p(exp(x * beta)) / beta)",
+                x="where(x * beta > threshold, 1, 1 - 1 / (1 + exp(x * beta)))")
+_gelu = _ew("gelu", out="0.5 * x * (1 + erf(x * 0.7071067811865476))",
+            x="0.5 * (1 + erf(x * 0.7071067811865476)) + x * 0.3989422804014327 * exp(-0.5 * x * x)")
+_gelu_tanh = _ew("gelu_tanh",
+                 out="0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))",
+                 x="0.5 * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))) + 0.5 * x"
+                   " * (1 - tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))"
+                   " * tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))"
+                   " * 0.7978845608028654 * (1 + 0.134145 * x * x)",
+                 node_names={(True,): "GeluBackward0"})
+
+# ---- unary, dtype-preserving ------------------------------------------------------
+neg = _ew("neg", out="-x", x="-1", floating=False)
+abs = _ew("abs", out="abs(x)", x="sign(x)", floating=False)
+sign = _ew("sign", out="sign(x)", x="0", floating=False)
+square = _ew("square", out="x * x", x="2 * x", floating=False,
+             node_names={(True,): "PowBackward0"})
+relu = _ew("relu", out="where(x < 0, 0, x)", x="where(x > 0, 1, 0)", floating=False)
+
+# ---- binary -------------------------------------------------------------------------
+add = _ew("add", _XY, out="x + y", x="1", y="1", floating=False)
+sub = _ew("sub", _XY, out="x - y", x="1", y="-1", floating=False)
+mul = _ew("mul", _XY, out="x * y", x="y", y="x", floating=False)
+div = _ew("div", _XY, out="x / y", x="1 / y", y="-out / y")
+# torch: d/dx is 0 where the exponent is 0; d/dy is 0 where x == 0 and y >= 0.
+pow = _ew("pow", _XY, out="x ** y", floating=False,
+          x="where(y == 0, 0, y * x ** (y - 1))",
+          y="where(x == 0, where(y >= 0, 0, out * log(x)), out * log(x))",
+          node_names={(True, False): "PowBackward0", (True, True): "PowBackward1",
+                      (False, True): "PowBackward2"})
+atan2 = _ew("atan2", _XY, out="atan2(x, y)", x="y / (x * x + y * y)", y="-x / (x * x + y * y)")
+# NaN propagates (the last branch picks whichever is NaN); ties split the gradient, as torch.
+maximum = _ew("maximum", _XY, out="where(x > y, x, where(x < y, y, where(x != x, x, y)))", floating=False,
+              x="where(x > y, 1, where(x == y, 0.5, 0))", y="where(y > x, 1, where(x == y, 0.5, 0))")
+minimum = _ew("minimum", _XY, out="where(x < y, x, where(x > y, y, where(x != x, x, y)))", floating=False,
+              x="where(x < y, 1, where(x == y, 0.5, 0))", y="where(y < x, 1, where(x == y, 0.5, 0))")
+# Bounds are operands: Python numbers or tensors (ClampBackward1 / ClampBackward0).
+_clamp = _ew("clamp", ("x", "lo", "hi"), out="where(x < lo, lo, where(x > hi, hi, x))",
+             floating=False, x="where(x < lo, 0, where(x > hi, 0, 1))",
+             lo="where(x < lo, 1, 0)", hi="where(x > hi, 1, 0)",
+             node_names={(True, False, False): "ClampBackward1"})
+lerp = _ew("lerp", ("x", "y", "w"), out="x + w * (y - x)", x="1 - w", y="w", w="y - x",
+           node_names={(True, True, False): "LerpBackward0", (True, False, False): "LerpBackward0",
+                       (False, True, False): "LerpBackward0"})
+_where = _ew("where", ("c", "x", "y"), out="where(c, x, y)", floating=False, bool_args=("c",),
+             x="where(c, 1, 0)", y="where(c, 0, 1)")
+
+masked_fill_op = _ew("masked_fill", ("x", "c", "v"), out="where(c, v, x)", floating=False,
+                     bool_args=("c",), x="where(c, 0, 1)", v="where(c, 1, 0)")
+# The kernels of fill_ / copy_: x only gives the shape; its history gets a zero gradient.
+fill_op = _ew("fill", _XY, out="y", x="0", y="1", floating=False,
+              node_names={(True, False): "FillBackward0"})
+copy_op = _ew("copy", _XY, out="y", x="0", y="1", floating=False,
+              node_names={(True, True): "CopyBackwards", (False, True): "CopyBackwards",
+                          (True, False): "CopyBackwards"})
+
+# ---- comparisons: boolean result, not differentiable -------------------------------------
+lt = _ew("lt", _XY, out="x < y", bool_out=True, floating=False)
+le = _ew("le", _XY, out="x <= y", bool_out=True, floating=False)
+gt = _ew("gt", _XY, out="x > y", bool_out=True, floating=False)
+ge = _ew("ge", _XY, out="x >= y", bool_out=True, floating=False)
+eq = _ew("eq", _XY, out="x == y", bool_out=True, floating=False)
+ne = _ew("ne", _XY, out="x != y", bool_out=True, floating=False)
+
+
+def where(condition, x, y):
+    return _where(condition, x, y)
+
+
+def clamp(x, min=None, max=None):
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    lo = -float("inf") if min is None else min
+    hi = float("inf") if max is None else max
+    if x._data.dtype.kind in "iu":  # integer tensors: integer infinities
+        import numpy as np
+        info = np.iinfo(x._data.dtype)
+        lo = info.min if min is None else lo
+        hi = info.max if max is None else hi
+    return _clamp(x, lo, hi)
+
+
+clip = clamp
+
+# Formula function names resolved on Tensors, for double backward.
+FORMULA_FUNCTIONS = types.SimpleNamespace(
+    exp=exp, exp2=exp2, log=log, log2=log2, log1p=log1p, expm1=expm1, sqrt=sqrt, sin=sin,
+    cos=cos, tan=tan, asin=asin, acos=acos, atan=atan, sinh=sinh, cosh=cosh, tanh=tanh,
+    erf=erf, atan2=atan2, abs=abs, sign=sign, where=where)

@@ -1,0 +1,95 @@
+"""In-place ops: compute out of place, check, then write into the tensor's
+storage, bump its version once, and move its history onto the new node.
+
+Writing through a view of a tensor that is part of a graph rebases the view's
+base (torch's CopySlices): the base's new node sends the gradient of the
+view's region through the op, and the rest to the base's old history.
+"""
+import numpy as np
+
+from .. import _state
+from .. import dtypes as _dt
+from .._node import inplace_target
+from ..tensor import Tensor
+from .registry import call, compute_dtype, record
+from .shape import apply_chain
+
+LEAF_MESSAGE = "a leaf Variable that requires grad is being used in an in-place operation."
+VIEW_OF_LEAF_MESSAGE = ("a view of a leaf Variable that requires grad is being used in an in-place "
+                        "operation.")
+
+
+def check_writable(x):
+    loc = _state.local
+    if x._inference and not loc.inference:
+        raise RuntimeError(
+            "Inplace update to inference tensor outside InferenceMode is not allowed.You can make "
+            "a clone to get a normal tensor before doing inplace update.See "
+            "https://github.com/pytorch/rfcs/pull/17 for more details.")
+    if loc.grad_enabled:
+        if x._rg and x.grad_fn is None and x._base is None:
+            raise RuntimeError(LEAF_MESSAGE + " Wrap the update in `with jitgrad.no_grad():` or "
+                               "operate on a clone.")
+        b = x._base
+        if b is not None and b._rg and b.grad_fn is None:
+            raise RuntimeError(VIEW_OF_LEAF_MESSAGE + " Wrap the update in `with jitgrad.no_grad():`"
+                               " or operate on a clone.")
+
+
+def apply_inplace(x, compute):
+    """Run `compute(x)` (an out-of-place Tensor result) and store it into x."""
+    check_writable(x)
+    inplace_target[0] = x
+    try:
+        r = compute(x)
+    finally:
+        inplace_target[0] = None
+    rd = r._data
+    if rd.shape != x._data.shape:
+        if np.broadcast_shapes(rd.shape, x._data.shape) != x._data.shape:
+            raise RuntimeError(f"output with shape {list(x._data.shape)} doesn't match the broadcast "
+                               f"shape {list(np.broadcast_shapes(rd.shape, x._data.shape))}")
+    if rd.dtype != x._data.dtype and _dt._CAT[rd.dtype] > _dt._CAT[x._data.dtype]:
+        raise RuntimeError(f"result type {_dt.from_np(rd.dtype).name} can't be cast to the desired "
+                           f"output type {x.dtype.name}")
+    np.copyto(x._data, rd, casting="unsafe")
+    x._vc[0] += 1
+    if r._rg:
+        if x._base is not None:
+            _rebase_view(x, r)
+        else:
+            x.grad_fn, x.output_nr, x._rg = r.grad_fn, r.output_nr, True
+    return x
+
+
+def inplace_elementwise(op, x, *others):
+    """x = op(x, *others) in place; without a graph to record, a single kernel
+    call writes straight into x's storage."""
+    loc = _state.local
+    if not (loc.grad_enabled and (x._rg or any(isinstance(o, Tensor) and o._rg for o in others))):
+        check_writable(x)
+        kdt, res_dt = compute_dtype(op, (x,) + others)
+        if kdt == res_dt == x._data.dtype and not op.bool_out:
+            try:
+                call(op, x, *others, out_arr=x._data)
+            except (ValueError, RuntimeError):
+                pass  # nothing was written; the general path raises the right error
+            else:
+                x._vc[0] += 1
+                return x
+    return apply_inplace(x, lambda t: call(op, t, *others))
+
+
+def _copy_slices_backward(node, g):
+    chain, shape = node._attrs
+    mask = np.ones(shape, np.bool_)
+    apply_chain(Tensor(mask), chain)._data[...] = False
+    return g * Tensor(mask), apply_chain(g, chain)
+
+
+def _rebase_view(v, r):
+    base = v._base
+    chain = v._view_chain
+    record("CopySlices", (base, r), (base,), _copy_slices_backward, attrs=(chain, base._data.shape))
+    regen = apply_chain(base, chain)
+    v.grad_fn, v.output_nr, v._rg = regen.grad_fn, regen.output_nr, True

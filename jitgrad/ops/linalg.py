@@ -1,0 +1,108 @@
+"""Matrix products: numpy/BLAS forward (already optimal), backward with
+jitgrad ops (so twice differentiable)."""
+import numpy as np
+
+from ..tensor import Tensor
+from .registry import record
+from .shape import reshape, sum_to_size, transpose, unsqueeze, squeeze
+
+
+def _check_same_dtype(a, b, who):
+    if a._data.dtype != b._data.dtype:
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {a.dtype.name} != "
+                           f"{b.dtype.name} ({who}); convert one with .to(other.dtype)")
+
+
+def _mT(t):
+    return transpose(t, -1, -2)
+
+
+def _matmul_backward(node, g):
+    a, b = node.saved()
+    a_nd, b_nd = a._data.ndim, b._data.ndim
+    A = unsqueeze(a, 0) if a_nd == 1 else a
+    B = unsqueeze(b, -1) if b_nd == 1 else b
+    G = g
+    if a_nd == 1:
+        G = unsqueeze(G, -2)
+    if b_nd == 1:
+        G = unsqueeze(G, -1)
+    ga = gb = None
+    if node._in_meta[0] is not None:
+        ga = sum_to_size(matmul(G, _mT(B)), A._data.shape)
+        ga = reshape(ga, a._data.shape) if a_nd == 1 else ga
+    if node._in_meta[1] is not None:
+        gb = sum_to_size(matmul(_mT(A), G), B._data.shape)
+        gb = reshape(gb, b._data.shape) if b_nd == 1 else gb
+    return ga, gb
+
+
+_NAMES = {(1, 1): "DotBackward0", (2, 2): "MmBackward0", (2, 1): "MvBackward0"}
+
+
+def matmul(a, b):
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor):
+        raise TypeError(f"matmul(): argument 'other' must be Tensor, not "
+                        f"{type(b if isinstance(a, Tensor) else a).__name__}")
+    _check_same_dtype(a, b, "matmul")
+    ad, bd = a._data, b._data
+    if ad.ndim == 0 or bd.ndim == 0:
+        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
+                           f"{ad.ndim}D and {bd.ndim}D")
+    try:
+        r = np.matmul(ad, bd)
+    except ValueError:
+        if ad.ndim <= 2 and bd.ndim <= 2:
+            sa = "x".join(map(str, ad.shape if ad.ndim == 2 else (1,) + ad.shape))
+            sb = "x".join(map(str, bd.shape if bd.ndim == 2 else bd.shape + (1,)))
+            raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({sa} and {sb})") from None
+        raise RuntimeError(
+            f"matmul: shapes {list(ad.shape)} and {list(bd.shape)} are not compatible: the last "
+            f"dimension of the first ({ad.shape[-1]}) must equal the "
+            f"{'only' if bd.ndim == 1 else 'second-to-last'} dimension of the second "
+            f"({bd.shape[-1] if bd.ndim == 1 else bd.shape[-2]}), and batch dimensions must "
+            f"broadcast") from None
+    out = Tensor(np.asarray(r))
+    name = _NAMES.get((ad.ndim, bd.ndim), "BmmBackward0" if ad.ndim == bd.ndim == 3 else
+                      "UnsafeViewBackward0")
+    record(name, (a, b), (out,), _matmul_backward, save=(a, b), names=("self", "mat2"))
+    return out
+
+
+def mm(a, b):
+    if a._data.ndim != 2:
+        raise RuntimeError(f"self must be a matrix (got a {a._data.ndim}-D tensor)")
+    if b._data.ndim != 2:
+        raise RuntimeError(f"mat2 must be a matrix (got a {b._data.ndim}-D tensor)")
+    return matmul(a, b)
+
+
+def bmm(a, b):
+    if a._data.ndim != 3:
+        raise RuntimeError(f"batch1 must be a 3D tensor (got {a._data.ndim}-D)")
+    if b._data.ndim != 3:
+        raise RuntimeError(f"batch2 must be a 3D tensor (got {b._data.ndim}-D)")
+    if a._data.shape[0] != b._data.shape[0]:
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                           f"[{a._data.shape[0]}, {a._data.shape[2]}] but got: "
+                           f"[{b._data.shape[0]}, {b._data.shape[1]}].")
+    return matmul(a, b)
+
+
+def dot(a, b):
+    if a._data.ndim != 1 or b._data.ndim != 1:
+        raise RuntimeError(f"1D tensors expected, but got {a._data.ndim}D and {b._data.ndim}D tensors")
+    if a._data.shape != b._data.shape:
+        raise RuntimeError(f"inconsistent tensor size, expected tensor [{a._data.shape[0]}] and src "
+                           f"[{b._data.shape[0]}] to have the same number of elements, but got "
+                           f"{a._data.shape[0]} and {b._data.shape[0]} elements respectively")
+    return matmul(a, b)
+
+
+def outer(a, b):
+    if a._data.ndim != 1 or b._data.ndim != 1:
+        raise RuntimeError(f"outer: expected 1-D vectors, got {a._data.ndim}-D and {b._data.ndim}-D")
+    return unsqueeze(a, 1) * unsqueeze(b, 0)
+
+
+del squeeze

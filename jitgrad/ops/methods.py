@@ -1,0 +1,228 @@
+"""Attach the ops to Tensor as methods and operators, by looping the tables."""
+import numpy as np
+
+from .. import dtypes as _dt
+from ..tensor import Tensor, check_device
+from . import formulas as E
+from . import inplace as I
+from . import linalg, nn, reduce, shape
+from .registry import call
+
+# ---- functions with torch's extra arguments -----------------------------------------------
+
+
+def add(x, other, alpha=1):
+    return E.add(x, other if alpha == 1 else other * alpha)
+
+
+def sub(x, other, alpha=1):
+    return E.sub(x, other if alpha == 1 else other * alpha)
+
+
+def rsub(x, other, alpha=1):
+    return E.sub(other, x if alpha == 1 else x * alpha)
+
+
+def pow(x, exponent):
+    return E.pow(x, exponent)
+
+
+def _bool_mask(mask, who):
+    if not isinstance(mask, Tensor) or mask._data.dtype != np.bool_:
+        got = mask.dtype.name if isinstance(mask, Tensor) else type(mask).__name__
+        raise RuntimeError(f"{who} only supports boolean masks, but got mask with dtype {got}")
+    return mask
+
+
+def _fill_value(value, who):
+    if isinstance(value, Tensor) and value._data.ndim != 0:
+        raise RuntimeError(f"{who} only supports a 0-dimensional value tensor, but got tensor with "
+                           f"{value._data.ndim} dimension(s).")
+    return value
+
+
+def masked_fill(x, mask, value):
+    _bool_mask(mask, "masked_fill_")
+    out = E.masked_fill_op(x, mask, _fill_value(value, "masked_fill_"))
+    if out._data.shape != x._data.shape:
+        raise RuntimeError(f"masked_fill: mask of shape {list(mask.shape)} does not broadcast to the "
+                           f"tensor's shape {list(x.shape)}")
+    return out
+
+
+def _logical(np_fn, name):
+    def fn(x, other=None):
+        a = x._data if isinstance(x, Tensor) else x
+        if other is None:
+            return Tensor(np.asarray(np_fn(a)))
+        b = other._data if isinstance(other, Tensor) else other
+        if np.asarray(a).dtype.kind == "f" or np.asarray(b).dtype.kind == "f":
+            raise TypeError(f"{name} is only supported for integer and boolean tensors")
+        return Tensor(np.asarray(np_fn(a, b)))
+    fn.__name__ = name
+    return fn
+
+
+bitwise_and = _logical(np.bitwise_and, "bitwise_and")
+bitwise_or = _logical(np.bitwise_or, "bitwise_or")
+bitwise_xor = _logical(np.bitwise_xor, "bitwise_xor")
+bitwise_not = _logical(np.invert, "bitwise_not")
+logical_not = _logical(np.logical_not, "logical_not")
+
+
+def to(x, *args, **kwargs):
+    """x.to(dtype) / x.to(device) / x.to(device, dtype) / x.to(other)."""
+    dtype = kwargs.pop("dtype", None)
+    device = kwargs.pop("device", None)
+    kwargs.pop("non_blocking", None)
+    copy = kwargs.pop("copy", False)
+    if kwargs:
+        raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+    for a in args:
+        if isinstance(a, Tensor):
+            dtype = a.dtype
+        elif isinstance(a, (str, shape_device_type())):
+            device = a
+        elif a is not None:
+            dtype = a
+    check_device(device)
+    out = shape.to_dtype(x, dtype) if dtype is not None else x
+    return shape.clone(out) if copy and out is x else out
+
+
+def shape_device_type():
+    from ..tensor import device
+    return device
+
+
+# ---- in place -------------------------------------------------------------------------------
+
+
+def add_(x, other, alpha=1):
+    return I.inplace_elementwise(E.add.op, x, other if alpha == 1 else other * alpha)
+
+
+def sub_(x, other, alpha=1):
+    return I.inplace_elementwise(E.sub.op, x, other if alpha == 1 else other * alpha)
+
+
+def clamp_(x, min=None, max=None):
+    return I.apply_inplace(x, lambda t: E.clamp(t, min, max))
+
+
+def fill_(x, value):
+    return I.inplace_elementwise(E.fill_op.op, x, _fill_value(value, "fill_"))
+
+
+def zero_(x):
+    return fill_(x, 0)
+
+
+def copy_(x, src, non_blocking=False):
+    if not isinstance(src, Tensor):
+        raise TypeError(f"copy_(): argument 'src' must be Tensor, not {type(src).__name__}")
+    return I.inplace_elementwise(E.copy_op.op, x, src)
+
+
+def masked_fill_(x, mask, value):
+    _bool_mask(mask, "masked_fill_")
+    return I.inplace_elementwise(E.masked_fill_op.op, x, mask, _fill_value(value, "masked_fill_"))
+
+
+def setitem(x, key, value):
+    if isinstance(value, Tensor) or _needs_graph(x):
+        I.apply_inplace(x, lambda t: shape.index_put(t, key, value))
+        return
+    I.check_writable(x)
+    k, _ = shape._norm_key(key, x._data.ndim)
+    try:
+        x._data[k] = value
+    except IndexError as e:
+        raise shape._index_error(e) from None
+    x._vc[0] += 1
+
+
+def _needs_graph(x):
+    from .. import _state
+    return _state.local.grad_enabled and x._rg
+
+
+UNARY = ("exp", "exp2", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan",
+         "asin", "acos", "atan", "sinh", "cosh", "tanh", "sigmoid", "reciprocal", "erf", "neg",
+         "abs", "sign", "square", "relu")
+BINARY = ("mul", "div", "atan2", "maximum", "minimum")
+COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")
+
+
+def _method_table():
+    m = {name: getattr(E, name) for name in UNARY + BINARY + COMPARE}
+    m.update(add=add, sub=sub, pow=pow, clamp=E.clamp, clip=E.clamp, lerp=E.lerp,
+             masked_fill=masked_fill, negative=E.neg, absolute=E.abs, multiply=E.mul,
+             divide=E.div, true_divide=E.div, subtract=sub, greater=E.gt, less=E.lt,
+             where=lambda x, condition, y: E.where(condition, x, y), to=to,
+             bitwise_and=bitwise_and, bitwise_or=bitwise_or, bitwise_xor=bitwise_xor,
+             bitwise_not=bitwise_not, logical_not=logical_not)
+    for name in ("sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "var",
+                 "std", "logsumexp", "norm", "cumsum"):
+        m[name] = getattr(reduce, name)
+    for name in ("reshape", "view", "flatten", "squeeze", "unsqueeze", "expand", "expand_as",
+                 "broadcast_to", "transpose", "swapaxes", "permute", "t", "flip", "clone",
+                 "contiguous", "narrow", "select", "split", "chunk", "unbind", "gather",
+                 "index_select", "sum_to_size"):
+        m[name] = getattr(shape, name)
+    for name in ("matmul", "mm", "bmm", "dot", "outer"):
+        m[name] = getattr(linalg, name)
+    m.update(softmax=nn.softmax, log_softmax=nn.log_softmax)
+    # in place
+    for name in UNARY:
+        op = getattr(E, name).op
+        m[name + "_"] = (lambda op: lambda x: I.inplace_elementwise(op, x))(op)
+    for name in ("mul", "div"):
+        op = getattr(E, name).op
+        m[name + "_"] = (lambda op: lambda x, other: I.inplace_elementwise(op, x, other))(op)
+    m.update(add_=add_, sub_=sub_, pow_=lambda x, e: I.inplace_elementwise(E.pow.op, x, e),
+             clamp_=clamp_, clip_=clamp_, fill_=fill_, zero_=zero_, copy_=copy_,
+             masked_fill_=masked_fill_)
+    return m
+
+
+def _conversions():
+    def conv(d):
+        return lambda x, memory_format=None: shape.to_dtype(x, d)
+    return dict(float=conv(_dt.float32), double=conv(_dt.float64), half=conv(_dt.float16),
+                int=conv(_dt.int32), long=conv(_dt.int64), bool=conv(_dt.bool_),
+                cpu=lambda x: x, cuda=lambda x, device=None, non_blocking=False:
+                check_device(device or "cuda"), type_as=lambda x, o: shape.to_dtype(x, o.dtype))
+
+
+def _operators():
+    return {
+        "__add__": E.add, "__radd__": lambda x, o: E.add(o, x),
+        "__sub__": E.sub, "__rsub__": lambda x, o: E.sub(o, x),
+        "__mul__": E.mul, "__rmul__": lambda x, o: E.mul(o, x),
+        "__truediv__": E.div, "__rtruediv__": lambda x, o: E.div(o, x),
+        "__pow__": E.pow, "__rpow__": lambda x, o: E.pow(o, x),
+        "__matmul__": linalg.matmul, "__rmatmul__": lambda x, o: linalg.matmul(o, x),
+        "__neg__": E.neg, "__pos__": lambda x: x, "__abs__": E.abs,
+        "__lt__": E.lt, "__le__": E.le, "__gt__": E.gt, "__ge__": E.ge,
+        "__eq__": E.eq, "__ne__": E.ne,
+        "__and__": bitwise_and, "__or__": bitwise_or, "__xor__": bitwise_xor,
+        "__rand__": bitwise_and, "__ror__": bitwise_or, "__rxor__": bitwise_xor,
+        "__invert__": bitwise_not,
+        "__iadd__": add_, "__isub__": sub_,
+        "__imul__": lambda x, o: I.inplace_elementwise(E.mul.op, x, o),
+        "__itruediv__": lambda x, o: I.inplace_elementwise(E.div.op, x, o),
+        "__getitem__": shape.getitem, "__setitem__": setitem,
+    }
+
+
+def attach():
+    for table in (_method_table(), _conversions(), _operators()):
+        for name, fn in table.items():
+            setattr(Tensor, name, fn)
+    Tensor.T = property(shape.T)
+    Tensor.mT = property(lambda x: shape.transpose(x, -2, -1))
+    Tensor.__hash__ = object.__hash__
+
+
+attach()

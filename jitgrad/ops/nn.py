@@ -1,0 +1,53 @@
+"""softmax and log_softmax: numpy forward (max-shifted), backward with jitgrad
+ops so both are differentiable twice."""
+import numpy as np
+
+from ..tensor import Tensor, wrap_dim
+from . import formulas as E
+from .reduce import sum
+from .registry import record
+
+
+def _softmax_backward(node, g):
+    dim = node._attrs
+    (out,) = node.saved()
+    return (out * (g - sum(g * out, dim, keepdim=True)),)
+
+
+def _shifted(x, dim, who):
+    if x._data.dtype.kind not in "fc":
+        raise RuntimeError(f"{who}: expected a floating point input, got {x.dtype.name}; "
+                           f"convert with .float() first")
+    d = x._data
+    ax = wrap_dim(dim, d.ndim)
+    if d.ndim == 0:
+        return d - d, ax
+    m = d.max(axis=ax, keepdims=True) if d.size else 0
+    return d - np.where(np.isfinite(m), m, 0), ax
+
+
+def softmax(x, dim, dtype=None):
+    if dtype is not None:
+        x = x.to(dtype)
+    z, ax = _shifted(x, dim, "softmax")
+    e = np.exp(z)
+    out = Tensor(e / e.sum(axis=ax, keepdims=True) if e.ndim else np.ones_like(e))
+    record("SoftmaxBackward0", (x,), (out,), _softmax_backward, save=(out,), names=("result",),
+           attrs=ax)
+    return out
+
+
+def _log_softmax_backward(node, g):
+    dim = node._attrs
+    (out,) = node.saved()
+    return (g - E.exp(out) * sum(g, dim, keepdim=True),)
+
+
+def log_softmax(x, dim, dtype=None):
+    if dtype is not None:
+        x = x.to(dtype)
+    z, ax = _shifted(x, dim, "log_softmax")
+    out = Tensor((z - np.log(np.exp(z).sum(axis=ax, keepdims=True))) if z.ndim else z)
+    record("LogSoftmaxBackward0", (x,), (out,), _log_softmax_backward, save=(out,),
+           names=("result",), attrs=ax)
+    return out

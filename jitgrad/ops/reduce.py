@@ -1,0 +1,328 @@
+"""Reductions. Forward with numpy (pairwise float sums, already optimal);
+backward with jitgrad ops, so each is differentiable twice."""
+import collections
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..tensor import Tensor, wrap_dim
+from . import formulas as E
+from .registry import record
+from .shape import expand, gather, reshape, scatter_add_zeros, sum_to_size, unsqueeze, flip  # noqa: F401
+
+values_indices = collections.namedtuple("return_types", ["values", "indices"])
+
+
+def _axes(dim, ndim):
+    """Reduced axes as a sorted tuple (None: all)."""
+    if dim is None:
+        return tuple(range(ndim))
+    dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+    out = tuple(sorted({wrap_dim(d, ndim) for d in dims}))
+    if len(out) != len(dims):
+        raise RuntimeError("dim appears multiple times in the list of dims")
+    return out if ndim else ()
+
+
+def _kept_shape(shape, axes):
+    return tuple(1 if i in axes else s for i, s in enumerate(shape))
+
+
+def _unreduce(g, shape, axes, keepdim):
+    """Broadcast a reduced gradient back to the input's shape."""
+    if not keepdim and axes:
+        g = reshape(g, _kept_shape(shape, axes))
+    return expand(g, shape)
+
+
+def _count(shape, axes):
+    n = 1
+    for a in axes:
+        n *= shape[a]
+    return n
+
+
+def _sum_backward(node, g):
+    shape, axes, keepdim = node._attrs
+    return (_unreduce(g, shape, axes, keepdim),)
+
+
+def sum(x, dim=None, keepdim=False, dtype=None):
+    d = x._data
+    axes = _axes(dim, d.ndim)
+    out_dt = _dt.to_dtype(dtype).np if dtype is not None else (
+        np.dtype(np.int64) if d.dtype.kind in "biu" else d.dtype)
+    out = Tensor(np.asarray(d.sum(axis=axes, keepdims=keepdim, dtype=out_dt)))
+    record("SumBackward0" if dim is None else "SumBackward1", (x,), (out,), _sum_backward,
+           attrs=(d.shape, axes, keepdim))
+    return out
+
+
+def _mean_backward(node, g):
+    shape, axes, keepdim = node._attrs
+    return (_unreduce(g, shape, axes, keepdim) / _count(shape, axes),)
+
+
+def _need_float(x, who):
+    if x._data.dtype.kind not in "fc":
+        raise RuntimeError(
+            f"{who}(): could not infer output dtype. Input dtype must be either a floating point or "
+            f"complex dtype. Got: {x.dtype.name}; convert with .float() first")
+
+
+def mean(x, dim=None, keepdim=False, dtype=None):
+    if dtype is not None:
+        x = x.to(dtype)
+    _need_float(x, "mean")
+    d = x._data
+    axes = _axes(dim, d.ndim)
+    out = Tensor(np.asarray(d.mean(axis=axes, keepdims=keepdim)).astype(d.dtype, copy=False))
+    record("MeanBackward0" if dim is None else "MeanBackward1", (x,), (out,), _mean_backward,
+           attrs=(d.shape, axes, keepdim))
+    return out
+
+
+def _prod_backward(node, g):
+    shape, axes, keepdim = node._attrs
+    x, out = node.saved()
+    ge = _unreduce(g, shape, axes, keepdim)
+    if not (x._data == 0).any():
+        return (ge * _unreduce(out, shape, axes, keepdim) / x,)
+    # With zeros, out / x is undefined: use the product of the other elements.
+    moved = np.moveaxis(x._data, axes, range(-len(axes), 0)).reshape(
+        [s for i, s in enumerate(shape) if i not in axes] + [-1])
+    left = np.concatenate([np.ones(moved.shape[:-1] + (1,), moved.dtype),
+                           np.cumprod(moved, -1)[..., :-1]], -1)
+    right = np.concatenate([np.cumprod(moved[..., ::-1], -1)[..., :-1][..., ::-1],
+                            np.ones(moved.shape[:-1] + (1,), moved.dtype)], -1)
+    excl = (left * right).reshape([s for i, s in enumerate(shape) if i not in axes]
+                                  + [shape[a] for a in axes])
+    others = np.moveaxis(excl, range(-len(axes), 0), axes)
+    return (ge * Tensor(np.ascontiguousarray(others)),)
+
+
+def prod(x, dim=None, keepdim=False, dtype=None):
+    if dtype is not None:
+        x = x.to(dtype)
+    d = x._data
+    axes = _axes(dim, d.ndim)
+    out_dt = np.dtype(np.int64) if d.dtype.kind in "biu" else d.dtype
+    out = Tensor(np.asarray(d.prod(axis=axes, keepdims=keepdim, dtype=out_dt)))
+    record("ProdBackward0" if dim is None else "ProdBackward1", (x,), (out,), _prod_backward,
+           save=(x, out), names=("self", "result"), attrs=(d.shape, axes, keepdim))
+    return out
+
+
+def _amax_backward(node, g):
+    shape, axes, keepdim = node._attrs
+    x, out = node.saved()
+    mask = E.eq(x, _unreduce(out, shape, axes, keepdim))
+    count = sum(mask, axes, keepdim=True)
+    # Ties share the gradient evenly (torch's amax/amin and full max/min rule).
+    return (_unreduce(g, shape, axes, keepdim) * mask / count,)
+
+
+def _extreme(x, dim, keepdim, fn, name):
+    d = x._data
+    if d.size == 0:
+        raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0."
+                           " Specify the reduction dim with the 'dim' argument.")
+    axes = _axes(dim, d.ndim)
+    r = fn(d, axis=axes, keepdims=keepdim)
+    out = Tensor(np.asarray(r))
+    node = name.capitalize() + "Backward0"
+    record(node, (x,), (out,), _amax_backward, save=(x, out), names=("self", "result"),
+           attrs=(d.shape, axes, keepdim))
+    return out
+
+
+def amax(x, dim=(), keepdim=False):
+    return _extreme(x, None if dim == () else dim, keepdim, np.max, "amax")
+
+
+def amin(x, dim=(), keepdim=False):
+    return _extreme(x, None if dim == () else dim, keepdim, np.min, "amin")
+
+
+def _max_dim_backward(node, g, _g_indices=None):
+    dim, shape, keepdim = node._attrs
+    (idx,) = node.saved()
+    if not keepdim:
+        g = unsqueeze(g, dim)
+        idx = unsqueeze(idx, dim)
+    return (scatter_add_zeros(g, dim, idx, shape),)
+
+
+def _max_min(x, dim, keepdim, name, arg_fn, full_fn):
+    if dim is None:
+        return _extreme(x, None, False, full_fn, name)
+    d = x._data
+    ax = wrap_dim(dim, d.ndim)
+    if d.ndim and d.shape[ax] == 0:
+        raise IndexError(f"{name}(): Expected reduction dim {ax} to have non-zero size.")
+    idx = np.expand_dims(arg_fn(d, axis=ax) if d.ndim else np.array(0), ax) if d.ndim else np.array(0)
+    vals = np.take_along_axis(d, idx, axis=ax) if d.ndim else d.copy()
+    if not keepdim and d.ndim:
+        vals, idx = vals.squeeze(ax), idx.squeeze(ax)
+    values, indices = Tensor(np.ascontiguousarray(vals)), Tensor(idx.astype(np.int64))
+    record(name.capitalize() + "Backward0", (x,), (values,), _max_dim_backward, save=(indices,),
+           names=("indices",), attrs=(ax, d.shape, keepdim))
+    return values_indices(values, indices)
+
+
+def max(x, dim=None, keepdim=False):
+    if isinstance(dim, Tensor):
+        return E.maximum(x, dim)
+    return _max_min(x, dim, keepdim, "max", np.argmax, np.max)
+
+
+def min(x, dim=None, keepdim=False):
+    if isinstance(dim, Tensor):
+        return E.minimum(x, dim)
+    return _max_min(x, dim, keepdim, "min", np.argmin, np.min)
+
+
+def argmax(x, dim=None, keepdim=False):
+    d = x._data
+    if dim is None:
+        r = np.asarray(np.argmax(d))
+        return Tensor(r.reshape((1,) * d.ndim) if keepdim else r.astype(np.int64))
+    r = np.argmax(d, axis=wrap_dim(dim, d.ndim), keepdims=keepdim)
+    return Tensor(np.asarray(r, dtype=np.int64))
+
+
+def argmin(x, dim=None, keepdim=False):
+    d = x._data
+    if dim is None:
+        r = np.asarray(np.argmin(d))
+        return Tensor(r.reshape((1,) * d.ndim) if keepdim else r.astype(np.int64))
+    r = np.argmin(d, axis=wrap_dim(dim, d.ndim), keepdims=keepdim)
+    return Tensor(np.asarray(r, dtype=np.int64))
+
+
+def _correction(unbiased, correction):
+    if correction is not None:
+        return correction
+    return 1 if unbiased is None or unbiased else 0
+
+
+def _var_backward(node, g):
+    shape, axes, keepdim, corr = node._attrs
+    (x,) = node.saved()
+    n = _count(shape, axes)
+    centered = x - mean(x, axes, keepdim=True)
+    return (_unreduce(g, shape, axes, keepdim) * centered * (2.0 / (n - corr)),)
+
+
+def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    if isinstance(dim, bool):  # var(x, False): the old unbiased positional form
+        dim, unbiased = None, dim
+    _need_float(x, "var")
+    corr = _correction(unbiased, correction)
+    d = x._data
+    axes = _axes(dim, d.ndim)
+    out = Tensor(np.asarray(d.var(axis=axes, ddof=corr, keepdims=keepdim)).astype(d.dtype, copy=False))
+    record("VarBackward0", (x,), (out,), _var_backward, save=(x,), names=("self",),
+           attrs=(d.shape, axes, keepdim, corr))
+    return out
+
+
+def _std_backward(node, g):
+    shape, axes, keepdim, corr = node._attrs
+    x, out = node.saved()
+    n = _count(shape, axes)
+    centered = x - mean(x, axes, keepdim=True)
+    ge = _unreduce(g / out, shape, axes, keepdim)
+    return (ge * centered / (n - corr),)
+
+
+def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
+    _need_float(x, "std")
+    corr = _correction(unbiased, correction)
+    d = x._data
+    axes = _axes(dim, d.ndim)
+    out = Tensor(np.asarray(d.std(axis=axes, ddof=corr, keepdims=keepdim)).astype(d.dtype, copy=False))
+    record("StdBackward0", (x,), (out,), _std_backward, save=(x, out), names=("self", "result"),
+           attrs=(d.shape, axes, keepdim, corr))
+    return out
+
+
+def _logsumexp_backward(node, g):
+    shape, axes, keepdim = node._attrs
+    x, out = node.saved()
+    return (_unreduce(g, shape, axes, keepdim) * E.exp(x - _unreduce(out, shape, axes, keepdim)),)
+
+
+def logsumexp(x, dim, keepdim=False):
+    _need_float(x, "logsumexp")
+    d = x._data
+    axes = _axes(dim, d.ndim)
+    m = d.max(axis=axes, keepdims=True) if d.size else np.zeros(_kept_shape(d.shape, axes), d.dtype)
+    m = np.where(np.isfinite(m), m, 0)  # all -inf (or inf) rows: no shift
+    r = np.log(np.exp(d - m).sum(axis=axes, keepdims=True)) + m
+    if not keepdim:
+        r = r.reshape([s for i, s in enumerate(d.shape) if i not in axes])
+    out = Tensor(np.asarray(r, dtype=d.dtype))
+    record("LogsumexpBackward0", (x,), (out,), _logsumexp_backward, save=(x, out),
+           names=("self", "result"), attrs=(d.shape, axes, keepdim))
+    return out
+
+
+def _norm_backward(node, g):
+    shape, axes, keepdim, p = node._attrs
+    x, out = node.saved()
+    ge = _unreduce(g, shape, axes, keepdim)
+    oe = _unreduce(out, shape, axes, keepdim)
+    if p == 1:
+        return (ge * E.sign(x),)
+    if p == float("inf"):
+        mask = E.eq(E.abs(x), oe)
+        return (ge * E.sign(x) * mask / sum(mask, axes, keepdim=True),)
+    # torch's subgradient: 0 where the norm is 0.
+    safe = E.where(E.eq(oe, 0), 1.0, oe)
+    if p == 2:
+        return (E.where(E.eq(oe, 0), 0.0, ge * x / safe),)
+    return (E.where(E.eq(oe, 0), 0.0, ge * x * E.abs(x) ** (p - 2) / safe ** (p - 1)),)
+
+
+def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
+    if dtype is not None:
+        x = x.to(dtype)
+    _need_float(x, "norm")
+    if p == "fro" or p is None:
+        p = 2
+    if not isinstance(p, (int, float)) or p <= 0:
+        raise RuntimeError(f"norm(): only p > 0 (or 'fro', inf) is supported, got p={p!r}")
+    d = x._data
+    axes = _axes(dim, d.ndim)
+    a = np.abs(d)
+    if p == float("inf"):
+        r = a.max(axis=axes, keepdims=keepdim)
+    elif p == 2:
+        r = np.sqrt((a * a).sum(axis=axes, keepdims=keepdim))
+    elif p == 1:
+        r = a.sum(axis=axes, keepdims=keepdim)
+    else:
+        r = (a ** p).sum(axis=axes, keepdims=keepdim) ** (1.0 / p)
+    out = Tensor(np.asarray(r, dtype=d.dtype))
+    record("NormBackward1", (x,), (out,), _norm_backward, save=(x, out), names=("self", "result"),
+           attrs=(d.shape, axes, keepdim, float(p)))
+    return out
+
+
+def _cumsum_backward(node, g):
+    dim = node._attrs
+    return (flip(cumsum(flip(g, dim), dim), dim),)
+
+
+def cumsum(x, dim, dtype=None):
+    if dtype is not None:
+        x = x.to(dtype)
+    d = x._data
+    ax = wrap_dim(dim, d.ndim)
+    out_dt = np.dtype(np.int64) if d.dtype.kind in "biu" else d.dtype
+    out = Tensor(np.cumsum(d, axis=ax, dtype=out_dt) if d.ndim else d.astype(out_dt).copy())
+    record("CumsumBackward0", (x,), (out,), _cumsum_backward, attrs=ax)
+    return out

@@ -1,0 +1,366 @@
+"""The op registry: elementwise ops from formulas, and the helper every other
+op uses to record its node.
+
+An elementwise op is one `ElementwiseOp`: a forward formula and one partial
+derivative formula per operand. From it come the forward kernel, the
+per-input backward kernels (`g * partial`), and, for double backward, the
+same partials evaluated with Tensor ops. Python scalars are kernel operands
+like tensors (never saved, never baked into the kernel source).
+"""
+import numpy as np
+
+from .. import _state
+from .. import dtypes as _dt
+from .._node import Node, SavedTensor, edge_of
+from ..kernels import cpu as _cpu
+from ..kernels.expr import constant_value, is_constant, parse
+from ..tensor import Tensor
+
+REGISTRY = {}  # name -> op (ElementwiseOp or a Python function marked differentiable)
+_ROLE = {"x": "self", "y": "other", "out": "result"}
+
+# ---------------------------------------------------------------------------------
+# Nodes
+
+
+_node_classes = {}
+
+
+def node_class(name, base):
+    """One named Node subclass per backward name (`MulBackward0`), made on demand."""
+    cls = _node_classes.get(name)
+    if cls is None:
+        cls = _node_classes[name] = type(name, (base,), {"__slots__": ()})
+    return cls
+
+
+class FunctionNode(Node):
+    """Node of a non-elementwise op: `backward(node, *grads)` written with Tensor ops."""
+    __slots__ = ("_bwd", "_saved", "_names", "_attrs")
+
+    def apply(self, grads):
+        return self._bwd(self, *grads)
+
+    def saved(self):
+        return tuple(s.unpack(self) for s in self._saved)
+
+    def _release(self):
+        for s in self._saved:
+            s.release()
+
+    def __getattr__(self, name):
+        return _saved_attribute(self, name, self._names, self._saved)
+
+
+def _saved_attribute(node, name, names, saved):
+    for prefix, raw in (("_saved_", False), ("_raw_saved_", True)):
+        if name.startswith(prefix) and name[len(prefix):] in names:
+            s = saved[names.index(name[len(prefix):])]
+            if type(s) is not SavedTensor:
+                return s
+            return s if raw else s.unpack(node)
+    raise AttributeError(f"'{type(node).__name__}' object has no attribute '{name}'")
+
+
+def meta(t):
+    return (t._data.shape, t._data.dtype) if isinstance(t, Tensor) and t._rg else None
+
+
+def record(name, inputs, outputs, backward, save=(), names=(), attrs=None):
+    """Attach a FunctionNode to `outputs` if grad mode is on and an input needs grad.
+
+    inputs: the tensors gradients flow to (one `next_functions` entry each);
+    backward(node, *grads_per_output) returns one gradient (or None) per input."""
+    if not _state.local.grad_enabled:
+        return
+    for t in inputs:
+        if t is not None and t._rg:
+            break
+    else:
+        return
+    node = node_class(name, FunctionNode)(
+        tuple(edge_of(t) if t is not None else (None, 0) for t in inputs),
+        tuple(meta(t) for t in inputs))
+    node._bwd = backward
+    node._saved = tuple(SavedTensor(s, is_output=any(s is o for o in outputs)) if s is not None
+                        else None for s in save)
+    node._names = names
+    node._attrs = attrs
+    for i, o in enumerate(outputs):
+        o.grad_fn, o.output_nr, o._rg = node, i, True
+
+
+# ---------------------------------------------------------------------------------
+# Elementwise ops
+
+
+class ElementwiseOp:
+    """One formula-table entry. `args` are the operand names (x, y, ...);
+    `partials[i]` is d out / d args[i] as a formula, or None if not differentiable."""
+
+    def __init__(self, name, args, out, partials, floating=False, bool_out=False, bool_args=(),
+                 node_names=None):
+        self.name = name
+        self.args = tuple(args)
+        names = self.args + ("out",)
+        self.out_body, _ = parse(out, self.args)
+        self.partial_src = tuple(partials)
+        self.partials = tuple(None if p is None else parse(p, names) for p in partials)
+        self.floating = floating
+        self.bool_out = bool_out
+        self.bool_args = frozenset(bool_args)
+        self.differentiable = any(p is not None for p in partials) and not bool_out
+        self.node_names = node_names or {}
+        self.default_node = name[0].upper() + name[1:] + "Backward0"
+        self._fwd = {}
+        self._bwd = {}
+        self._needs = {}
+        self._tensor_fns = [None] * len(args)
+
+    def __repr__(self):
+        return f"<elementwise op {self.name}{self.args}>"
+
+    # which operands (and whether `out`) the partials of the inputs in `mask` read
+    def needs(self, mask):
+        got = self._needs.get(mask)
+        if got is None:
+            used = set()
+            for i, p in enumerate(self.partials):
+                if mask >> i & 1 and p is not None:
+                    used |= p[1]
+            got = (tuple(a in used for a in self.args), "out" in used)
+            self._needs[mask] = got
+        return got
+
+    def arg_dtypes(self, kdt):
+        return [np.dtype(np.bool_) if a in self.bool_args else kdt for a in self.args]
+
+    def forward_kernel(self, kdt):
+        k = self._fwd.get(kdt)
+        if k is None:
+            out_dt = np.dtype(np.bool_) if self.bool_out else kdt
+            k = self._fwd[kdt] = _cpu.ufunc(f"{self.name}_fwd", self.args, self.out_body,
+                                            self.arg_dtypes(kdt), kdt, out_dt)
+        return k
+
+    def backward_kernel(self, i, kdt):
+        """(kernel, operand indices it reads, reads out) for g * partial_i."""
+        key = (i, kdt)
+        k = self._bwd.get(key)
+        if k is None:
+            body, used = self.partials[i]
+            idx = tuple(j for j, a in enumerate(self.args) if a in used)
+            uses_out = "out" in used
+            names = ["g"] + [self.args[j] for j in idx] + (["out"] if uses_out else [])
+            dts = [kdt] + [self.arg_dtypes(kdt)[j] for j in idx] + ([kdt] if uses_out else [])
+            fn = _cpu.ufunc(f"{self.name}_bwd{i}", names, body, dts, kdt, kdt, prefix="g")
+            k = self._bwd[key] = (fn, idx, uses_out)
+        return k
+
+    def tensor_partial(self, i):
+        """partial_i as a Python function of Tensors (for create_graph)."""
+        fn = self._tensor_fns[i]
+        if fn is None:
+            from . import formulas as _ew  # the table module exposes every formula name
+            src = f"lambda {', '.join(self.args)}, out: {self.partial_src[i]}"
+            fn = self._tensor_fns[i] = eval(src, {k: getattr(_ew.FORMULA_FUNCTIONS, k)
+                                                  for k in dir(_ew.FORMULA_FUNCTIONS)
+                                                  if not k.startswith("_")})
+        return fn
+
+
+class ElementwiseNode(Node):
+    __slots__ = ("_op", "_saved", "_out", "_kdt", "_mask")
+
+    def apply(self, grads):
+        g = grads[0]
+        op = self._op
+        n = len(op.args)
+        if g is None:
+            return (None,) * n
+        if _state.local.grad_enabled:
+            return self._apply_graph(g)
+        kdt = self._kdt
+        garr = g._data
+        if garr.dtype != kdt:
+            garr = garr.astype(kdt)
+        saved = self._saved
+        vals = [s.data(self) if type(s) is SavedTensor else s for s in saved]
+        out = self._out.data(self) if self._out is not None else None
+        res = []
+        mask = self._mask
+        for i in range(n):
+            if not mask >> i & 1:
+                res.append(None)
+                continue
+            body = op.partials[i][0]
+            if is_constant(body):
+                c = constant_value(body)
+                r = (garr if c == 1 else -garr if c == -1 else np.zeros_like(garr) if c == 0
+                     else garr * kdt.type(c))
+            else:
+                fn, idx, uses_out = op.backward_kernel(i, kdt)
+                args = [garr] + [vals[j] for j in idx]
+                if uses_out:
+                    args.append(out)
+                r = fn(*args)
+                if type(r) is not np.ndarray:
+                    r = np.asarray(r)
+            res.append(Tensor(r))
+        return res
+
+    def _apply_graph(self, g):
+        op = self._op
+        vals = [s.unpack(self) if type(s) is SavedTensor else s for s in self._saved]
+        out = self._out.unpack(self) if self._out is not None else None
+        res = []
+        for i in range(len(op.args)):
+            if not self._mask >> i & 1:
+                res.append(None)
+                continue
+            body = op.partials[i][0]
+            if is_constant(body):
+                c = constant_value(body)
+                res.append(g if c == 1 else g * c)
+            else:
+                res.append(g * op.tensor_partial(i)(*vals, out))
+        return res
+
+    def _release(self):
+        for s in self._saved:
+            if type(s) is SavedTensor:
+                s.release()
+        if self._out is not None:
+            self._out.release()
+
+    def __getattr__(self, name):
+        names = tuple(_ROLE.get(a, a) for a in self._op.args) + ("result",)
+        return _saved_attribute(self, name, names, tuple(self._saved) + (self._out,))
+
+
+def _broadcast_error(op, operands):
+    shapes = [v._data.shape for v in operands if isinstance(v, Tensor)]
+    nd = max(len(s) for s in shapes)
+    padded = [(1,) * (nd - len(s)) + s for s in shapes]
+    for d in range(nd):
+        sizes = {s[d] for s in padded} - {1}
+        if len(sizes) > 1:
+            a, b = [s[d] for s in padded if s[d] != 1][:2]
+            return RuntimeError(
+                f"The size of tensor a ({a}) must match the size of tensor b ({b}) at "
+                f"non-singleton dimension {d} (op '{op.name}', shapes "
+                f"{', '.join(str(list(s)) for s in shapes)}); make them broadcastable, e.g. with "
+                f"unsqueeze() or reshape()")
+    return None
+
+
+def compute_dtype(op, operands):
+    """(kernel dtype, result dtype) under torch's promotion rules."""
+    dims, zero, scalars = [], [], []
+    for a, v in zip(op.args, operands):
+        if a in op.bool_args:
+            continue
+        if isinstance(v, Tensor):
+            (dims if v._data.ndim else zero).append(v._data.dtype)
+        else:
+            scalars.append(v)
+    if dims and not zero and not scalars and all(d == dims[0] for d in dims):
+        res = dims[0]
+    else:
+        res = _dt.result_np(dims, zero, scalars)
+    if op.floating and res.kind in "biu":
+        res = _dt.get_default_dtype().np
+    # float16 computes in float32 (Numba's CPU target has no float16 arithmetic).
+    kdt = np.dtype(np.float32) if res == np.float16 else res
+    return kdt, res
+
+
+def call(op, *operands, out_arr=None):
+    """Run elementwise `op` on Tensors/Python scalars; record its node if needed."""
+    kdt, res_dt = compute_dtype(op, operands)
+    arrays = []
+    rg = False
+    bool_args = op.bool_args
+    for a, v in zip(op.args, operands):
+        if isinstance(v, Tensor):
+            d = v._data
+            want = np.bool_ if a in bool_args else kdt
+            if d.dtype != want:
+                d = d.astype(want)
+            arrays.append(d)
+            rg = rg or v._rg
+        else:
+            arrays.append(np.bool_(v) if a in bool_args else kdt.type(v))
+    try:
+        if out_arr is not None and res_dt == kdt:
+            r = op.forward_kernel(kdt)(*arrays, out=out_arr)
+        else:
+            r = op.forward_kernel(kdt)(*arrays)
+    except ValueError:
+        err = _broadcast_error(op, operands)
+        if err is None:
+            raise
+        raise err from None
+    if type(r) is not np.ndarray:
+        r = np.asarray(r)
+    if res_dt != kdt and not op.bool_out:
+        r = r.astype(res_dt)
+    out = Tensor(r)
+    if rg and op.differentiable and _state.local.grad_enabled:
+        _record_elementwise(op, operands, out, kdt)
+    return out
+
+
+def _record_elementwise(op, operands, out, kdt):
+    mask = 0
+    for i, v in enumerate(operands):
+        if isinstance(v, Tensor) and v._rg and op.partials[i] is not None:
+            mask |= 1 << i
+    if not mask:
+        return
+    need_args, need_out = op.needs(mask)
+    name = op.node_names.get(tuple(isinstance(v, Tensor) for v in operands), op.default_node)
+    node = node_class(name, ElementwiseNode)(
+        tuple(edge_of(v) if isinstance(v, Tensor) else (None, 0) for v in operands),
+        tuple((v._data.shape, v._data.dtype) if mask >> i & 1 else None
+              for i, v in enumerate(operands)))
+    node._op = op
+    node._kdt = kdt
+    node._mask = mask
+    node._saved = tuple((SavedTensor(v) if isinstance(v, Tensor) else v) if need else None
+                        for v, need in zip(operands, need_args))
+    out.grad_fn, out._rg = node, True
+    node._out = SavedTensor(out, is_output=True) if need_out else None
+
+
+def elementwise(name, args=("x",), out=None, floating=True, bool_out=False, bool_args=(),
+                node_names=None, **partials):
+    """Register an elementwise op from formulas and return the public function.
+
+    >>> import jitgrad
+    >>> softsign = jitgrad.ops.elementwise(
+    ...     "my_softsign", out="x / (1 + abs(x))", x="1 / ((1 + abs(x)) * (1 + abs(x)))")
+    >>> x = jitgrad.tensor([1.0, -3.0], requires_grad=True)
+    >>> softsign(x).sum().backward()
+    >>> x.grad
+    tensor([0.2500, 0.0625])
+    """
+    if name in REGISTRY:
+        raise ValueError(f"an op named {name!r} is already registered; pick another name")
+    unknown = set(partials) - set(args)
+    if unknown:
+        raise ValueError(f"op {name!r}: partials given for {sorted(unknown)}, which are not "
+                         f"among its arguments {list(args)}")
+    op = ElementwiseOp(name, args, out, [partials.get(a) for a in args], floating=floating,
+                       bool_out=bool_out, bool_args=bool_args, node_names=node_names)
+    REGISTRY[name] = op
+
+    def fn(*operands):
+        if len(operands) != len(op.args):
+            raise TypeError(f"{name}() takes {len(op.args)} arguments ({', '.join(op.args)}), "
+                            f"got {len(operands)}")
+        return call(op, *operands)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.op = op
+    return fn

@@ -1,0 +1,301 @@
+"""Tensor: an array (numpy on the CPU) plus autograd metadata.
+
+Tensor is data + dispatch only: math lives in ops/ (which attaches the
+operators and methods here by looping its registry), the backward pass in
+autograd/engine.py, hooks in autograd/graph.py.
+"""
+import numpy as np
+
+from . import _state
+from . import dtypes as _dt
+
+
+class Size(tuple):
+    __slots__ = ()
+
+    def __repr__(self):
+        return f"jitgrad.Size({list(self)})"
+
+    def numel(self):
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+
+class device:
+    __slots__ = ("type", "index")
+
+    def __init__(self, spec, index=None):
+        if isinstance(spec, device):
+            spec, index = spec.type, spec.index
+        if not isinstance(spec, str):
+            raise TypeError(f"device must be a string like 'cpu' or 'cuda:0', got {spec!r}")
+        kind, _, idx = spec.partition(":")
+        if kind not in ("cpu", "cuda"):
+            raise RuntimeError(f"Expected one of cpu, cuda device type at start of device string: {spec}")
+        self.type = kind
+        self.index = int(idx) if idx else index
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            other = device(other)
+        return isinstance(other, device) and (self.type, self.index) == (other.type, other.index)
+
+    def __hash__(self):
+        return hash((self.type, self.index))
+
+    def __str__(self):
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __repr__(self):
+        idx = "" if self.index is None else f", index={self.index}"
+        return f"device(type='{self.type}'{idx})"
+
+
+CPU = device("cpu")
+CUDA_UNAVAILABLE = (
+    "CUDA support is not available in this jitgrad build: tensors live on the CPU. "
+    "Use device='cpu' (the default).")
+
+
+def check_device(spec):
+    """Resolve a `device=` argument; only the CPU exists for now."""
+    if spec is None:
+        return CPU
+    d = device(spec)
+    if d.type != "cpu":
+        raise RuntimeError(f"cannot use device '{d}': " + CUDA_UNAVAILABLE)
+    return d
+
+
+def describe(arr):
+    return f"jitgrad.{_dt.from_np(arr.dtype).name} [{', '.join(map(str, arr.shape))}]"
+
+
+class Tensor:
+    __slots__ = ("_data", "_rg", "grad_fn", "output_nr", "_vc", "_base", "_view_chain", "_grad",
+                 "_hooks", "_post_hooks", "_retains_grad", "_accum", "_inference", "_fw",
+                 "__weakref__")
+    # Makes numpy hand `ndarray * Tensor` to Tensor.__rmul__.
+    __array_priority__ = 1000
+
+    def __init__(self, data, requires_grad=False):
+        if type(data) is not np.ndarray:
+            data = np.array(data, dtype=_dt.get_default_dtype().np)
+        self._data = data
+        self._rg = requires_grad
+        self.grad_fn = None
+        self.output_nr = 0
+        self._vc = [0]  # shared with views: one counter per storage
+        self._base = self._view_chain = self._grad = None
+        self._hooks = self._post_hooks = self._accum = self._fw = None
+        self._retains_grad = False
+        self._inference = _state.local.inference
+
+    # ---- attributes ---------------------------------------------------------
+    @property
+    def shape(self):
+        return Size(self._data.shape)
+
+    @property
+    def dtype(self):
+        return _dt.from_np(self._data.dtype)
+
+    @property
+    def device(self):
+        return CPU
+
+    is_cuda = False
+
+    @property
+    def ndim(self):
+        return self._data.ndim
+
+    @property
+    def is_leaf(self):
+        return self.grad_fn is None
+
+    @property
+    def _version(self):
+        return self._vc[0]
+
+    @property
+    def requires_grad(self):
+        return self._rg
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        self.requires_grad_(value)
+
+    def requires_grad_(self, requires_grad=True):
+        if self.grad_fn is not None and not requires_grad:
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables. If you want to use a "
+                "computed variable in a subgraph that doesn't require differentiation use "
+                "var_no_grad = var.detach().")
+        if requires_grad and self._data.dtype.kind not in "fc":
+            raise RuntimeError(
+                "only Tensors of floating point and complex dtype can require gradients "
+                f"(got {self.dtype}); convert first, e.g. x.float().requires_grad_()")
+        if self.grad_fn is None:
+            self._rg = bool(requires_grad)
+        return self
+
+    @property
+    def grad(self):
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type {type(value).__name__}")
+            if value._data.shape != self._data.shape:
+                raise RuntimeError(
+                    f"assigned grad has data of a different size: expected {list(self.shape)}, "
+                    f"got {list(value.shape)}")
+            if value._data.dtype != self._data.dtype:
+                raise RuntimeError(
+                    f"assigned grad has data of a different type: expected {self.dtype}, got {value.dtype}")
+        self._grad = value
+
+    @property
+    def data(self):
+        t = Tensor(self._data)
+        t._vc = self._vc
+        return t
+
+    @data.setter
+    def data(self, value):
+        self._data = value._data
+
+    @property
+    def retains_grad(self):
+        return self._retains_grad
+
+    @property
+    def is_inference(self):
+        return self._inference
+
+    def is_floating_point(self):
+        return self._data.dtype.kind == "f"
+
+    def is_complex(self):
+        return self._data.dtype.kind == "c"
+
+    # ---- plain queries --------------------------------------------------------
+    def size(self, dim=None):
+        if dim is None:
+            return self.shape
+        return self._data.shape[wrap_dim(dim, self._data.ndim)]
+
+    def dim(self):
+        return self._data.ndim
+
+    def numel(self):
+        return self._data.size
+
+    nelement = numel
+
+    def element_size(self):
+        return self._data.itemsize
+
+    def stride(self, dim=None):
+        st = tuple(s // self._data.itemsize for s in self._data.strides)
+        return st if dim is None else st[wrap_dim(dim, self._data.ndim)]
+
+    def is_contiguous(self):
+        return self._data.flags.c_contiguous
+
+    def item(self):
+        if self._data.size != 1:
+            raise RuntimeError(
+                f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
+        return self._data.reshape(()).item()
+
+    def tolist(self):
+        return self._data.tolist()
+
+    def numpy(self, force=False):
+        if self._rg and not force:
+            raise RuntimeError(
+                "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+        return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        if dtype is not None and np.dtype(dtype) != self._data.dtype:
+            return self._data.astype(dtype)
+        return self._data.copy() if copy else self._data
+
+    def __len__(self):
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __iter__(self):
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
+    def __bool__(self):
+        if self._data.size != 1:
+            raise RuntimeError(
+                f"Boolean value of Tensor with more than one value is ambiguous")
+        return bool(self._data.reshape(()).item())
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self._data.dtype.kind not in "iub" or self._data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    __hash__ = object.__hash__
+
+    def __repr__(self):
+        from ._repr import tensor_repr
+        return tensor_repr(self)
+
+    def __reduce_ex__(self, protocol):
+        return (_rebuild, (self._data, self._rg))
+
+    # ---- autograd entry points ---------------------------------------------------
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        from .autograd.engine import backward
+        backward((self,), None if gradient is None else (gradient,), retain_graph, create_graph,
+                 inputs=inputs)
+
+    def detach(self):
+        t = Tensor(self._data)
+        t._vc = self._vc  # detach shares storage, so it shares the version counter
+        t._inference = self._inference
+        return t
+
+    def detach_(self):
+        if self._base is not None:
+            raise RuntimeError(
+                "Can't detach views in-place. Use detach() instead. If you are using "
+                "DistributedDataParallel (DDP) for training, and gradient_as_bucket_view is set "
+                "as True, gradients are views of DDP buckets, and hence detach_() cannot be "
+                "called on these gradients. To fix this error, please refer to the "
+                "Optimizer.zero_grad() function in torch/optim/optimizer.py as the solution.")
+        self.grad_fn, self.output_nr, self._rg = None, 0, False
+        return self
+
+
+def _rebuild(data, rg):
+    return Tensor(data, rg)
+
+
+def wrap_dim(dim, ndim):
+    """A dim in [-ndim, ndim) as a non-negative index, with torch's error."""
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(
+            f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
+    return dim % n
