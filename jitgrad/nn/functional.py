@@ -1,6 +1,5 @@
 """torch.nn.functional's core on jitgrad ops. Losses and layer_norm are
 compositions of differentiable ops, so they are differentiable twice."""
-from .. import dtypes as _dt
 from ..ops import formulas as E
 from ..ops import linalg, reduce, shape
 from ..ops.creation import _gen
@@ -136,4 +135,22 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     return out
 
 
-del _dt
+
+
+# ---- registry samples ("nn.functional." names the torch counterpart) ---------------------------
+from ..ops.registry import Arg, Sample, register_function  # noqa: E402
+
+register_function("nn.functional.linear", linear, Sample(Arg(3, 4), Arg(2, 4), Arg(2)),
+                  Sample(Arg(5, 3, 4), Arg(2, 4)))
+register_function("nn.functional.mse_loss", mse_loss, Sample(Arg(3, 4), Arg(3, 4)),
+                  Sample(Arg(3, 4), Arg(3, 4), reduction="sum"))
+register_function("nn.functional.nll_loss", nll_loss, Sample(Arg(4, 5), Arg(4, high=5, kind="int")))
+register_function("nn.functional.cross_entropy", cross_entropy,
+                  Sample(Arg(4, 5), Arg(4, high=5, kind="int")),
+                  Sample(Arg(4, 5), Arg(4, high=5, kind="int"), label_smoothing=0.1),
+                  Sample(Arg(4, 5), Arg(4, 5, low=0.0, high=1.0, kind="const")),
+                  Sample(Arg(4, 5, 2), Arg(4, 2, high=5, kind="int"), reduction="sum"))
+register_function("nn.functional.layer_norm", layer_norm, Sample(Arg(3, 4), (4,), Arg(4), Arg(4)),
+                  Sample(Arg(2, 3, 4), (3, 4)))
+register_function("nn.functional.softplus", softplus, Sample(Arg(3, 4), 2.0))
+register_function("nn.functional.gelu", gelu, Sample(Arg(3, 4)), Sample(Arg(3, 4), approximate="tanh"))

@@ -14,17 +14,18 @@ LN2 = "0.6931471805599453"
 # ---- unary, floating (integer inputs compute in the default float dtype) --------
 exp = _ew("exp", out="exp(x)", x="out")
 exp2 = _ew("exp2", out="exp2(x)", x=f"out * {LN2}")
-log = _ew("log", out="log(x)", x="1 / x")
-log2 = _ew("log2", out="log2(x)", x=f"1 / (x * {LN2})")
-log1p = _ew("log1p", out="log1p(x)", x="1 / (1 + x)", node_names={(True,): "Log1PBackward0"})
+log = _ew("log", out="log(x)", x="1 / x", domain=(0.1, 3.0))
+log2 = _ew("log2", out="log2(x)", x=f"1 / (x * {LN2})", domain=(0.1, 3.0))
+log1p = _ew("log1p", out="log1p(x)", x="1 / (1 + x)", domain=(-0.9, 3.0),
+             node_names={(True,): "Log1PBackward0"})
 expm1 = _ew("expm1", out="expm1(x)", x="out + 1")
-sqrt = _ew("sqrt", out="sqrt(x)", x="0.5 / out")
-rsqrt = _ew("rsqrt", out="1 / sqrt(x)", x="-0.5 * out * out * out")
+sqrt = _ew("sqrt", out="sqrt(x)", x="0.5 / out", domain=(0.1, 3.0))
+rsqrt = _ew("rsqrt", out="1 / sqrt(x)", x="-0.5 * out * out * out", domain=(0.1, 3.0))
 sin = _ew("sin", out="sin(x)", x="cos(x)")
 cos = _ew("cos", out="cos(x)", x="-sin(x)")
-tan = _ew("tan", out="tan(x)", x="1 + out * out")
-asin = _ew("asin", out="asin(x)", x="1 / sqrt(1 - x * x)")
-acos = _ew("acos", out="acos(x)", x="-1 / sqrt(1 - x * x)")
+tan = _ew("tan", out="tan(x)", x="1 + out * out", domain=(-1.2, 1.2))
+asin = _ew("asin", out="asin(x)", x="1 / sqrt(1 - x * x)", domain=(-0.9, 0.9))
+acos = _ew("acos", out="acos(x)", x="-1 / sqrt(1 - x * x)", domain=(-0.9, 0.9))
 atan = _ew("atan", out="atan(x)", x="1 / (1 + x * x)")
 sinh = _ew("sinh", out="sinh(x)", x="cosh(x)")
 cosh = _ew("cosh", out="cosh(x)", x="sinh(x)")
@@ -32,12 +33,13 @@ tanh = _ew("tanh", out="tanh(x)", x="1 - out * out")
 # Two branches so exp never overflows: exp(-x) for x >= 0, exp(x) otherwise.
 sigmoid = _ew("sigmoid", out="where(x >= 0, 1 / (1 + exp(-x)), exp(x) / (1 + exp(x)))",
               x="out * (1 - out)")
-reciprocal = _ew("reciprocal", out="1 / x", x="-out * out")
+reciprocal = _ew("reciprocal", out="1 / x", x="-out * out", domain=(0.5, 2.0))
 erf = _ew("erf", out="erf(x)", x="1.1283791670955126 * exp(-x * x)")
 # softplus(x) = log(1 + exp(beta x)) / beta, linear above threshold (torch's rule).
 _softplus = _ew("softplus", args=("x", "beta", "threshold"),
                 out="where(x * beta > threshold, x, log1p(exp(x * beta)) / beta)",
-                x="where(x * beta > threshold, 1, 1 - 1 / (1 + exp(x * beta)))")
+                x="where(x * beta > threshold, 1, 1 - 1 / (1 + exp(x * beta)))",
+                scalars={"beta": 1.5, "threshold": 20.0})
 _gelu = _ew("gelu", out="0.5 * x * (1 + erf(x * 0.7071067811865476))",
             x="0.5 * (1 + erf(x * 0.7071067811865476)) + x * 0.3989422804014327 * exp(-0.5 * x * x)")
 _gelu_tanh = _ew("gelu_tanh",
@@ -60,14 +62,15 @@ relu = _ew("relu", out="where(x < 0, 0, x)", x="where(x > 0, 1, 0)", floating=Fa
 add = _ew("add", _XY, out="x + y", x="1", y="1", floating=False)
 sub = _ew("sub", _XY, out="x - y", x="1", y="-1", floating=False)
 mul = _ew("mul", _XY, out="x * y", x="y", y="x", floating=False)
-div = _ew("div", _XY, out="x / y", x="1 / y", y="-out / y")
+div = _ew("div", _XY, out="x / y", x="1 / y", y="-out / y", domain=(0.5, 2.0))
 # torch: d/dx is 0 where the exponent is 0; d/dy is 0 where x == 0 and y >= 0.
-pow = _ew("pow", _XY, out="x ** y", floating=False,
+pow = _ew("pow", _XY, out="x ** y", floating=False, domain=(0.5, 2.0),
           x="where(y == 0, 0, y * x ** (y - 1))",
           y="where(x == 0, where(y >= 0, 0, out * log(x)), out * log(x))",
           node_names={(True, False): "PowBackward0", (True, True): "PowBackward1",
                       (False, True): "PowBackward2"})
-atan2 = _ew("atan2", _XY, out="atan2(x, y)", x="y / (x * x + y * y)", y="-x / (x * x + y * y)")
+atan2 = _ew("atan2", _XY, out="atan2(x, y)", x="y / (x * x + y * y)", y="-x / (x * x + y * y)",
+            domain=(0.5, 2.0))
 # NaN propagates (the last branch picks whichever is NaN); ties split the gradient, as torch.
 maximum = _ew("maximum", _XY, out="where(x > y, x, where(x < y, y, where(x != x, x, y)))", floating=False,
               x="where(x > y, 1, where(x == y, 0.5, 0))", y="where(y > x, 1, where(x == y, 0.5, 0))")
@@ -77,7 +80,7 @@ minimum = _ew("minimum", _XY, out="where(x < y, x, where(x > y, y, where(x != x,
 _clamp = _ew("clamp", ("x", "lo", "hi"), out="where(x < lo, lo, where(x > hi, hi, x))",
              floating=False, x="where(x < lo, 0, where(x > hi, 0, 1))",
              lo="where(x < lo, 1, 0)", hi="where(x > hi, 1, 0)",
-             node_names={(True, False, False): "ClampBackward1"})
+             node_names={(True, False, False): "ClampBackward1"}, scalars={"lo": -0.5, "hi": 0.5})
 lerp = _ew("lerp", ("x", "y", "w"), out="x + w * (y - x)", x="1 - w", y="w", w="y - x",
            node_names={(True, True, False): "LerpBackward0", (True, False, False): "LerpBackward0",
                        (False, True, False): "LerpBackward0"})

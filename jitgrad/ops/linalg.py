@@ -106,3 +106,15 @@ def outer(a, b):
 
 
 del squeeze
+
+
+# ---- registry samples ------------------------------------------------------------------------
+from .registry import Arg, Sample, register_function  # noqa: E402
+
+register_function("matmul", matmul, Sample(Arg(3, 4), Arg(4, 2)), Sample(Arg(4), Arg(4)),
+                  Sample(Arg(3, 4), Arg(4)), Sample(Arg(4), Arg(4, 2)),
+                  Sample(Arg(2, 3, 4), Arg(4, 5)), Sample(Arg(2, 1, 3, 4), Arg(3, 4, 2)))
+register_function("mm", mm, Sample(Arg(3, 4), Arg(4, 2)))
+register_function("bmm", bmm, Sample(Arg(2, 3, 4), Arg(2, 4, 5)))
+register_function("dot", dot, Sample(Arg(5), Arg(5)))
+register_function("outer", outer, Sample(Arg(3), Arg(4)))

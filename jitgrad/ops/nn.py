@@ -51,3 +51,10 @@ def log_softmax(x, dim, dtype=None):
     record("LogSoftmaxBackward0", (x,), (out,), _log_softmax_backward, save=(out,),
            names=("result",), attrs=ax)
     return out
+
+
+# ---- registry samples ------------------------------------------------------------------------
+from .registry import Arg, Sample, register_function  # noqa: E402
+
+register_function("softmax", softmax, Sample(Arg(3, 4), 1), Sample(Arg(3, 4), 0))
+register_function("log_softmax", log_softmax, Sample(Arg(3, 4), 1), Sample(Arg(2, 3, 4), -1))

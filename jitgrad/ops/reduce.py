@@ -326,3 +326,24 @@ def cumsum(x, dim, dtype=None):
     out = Tensor(np.cumsum(d, axis=ax, dtype=out_dt) if d.ndim else d.astype(out_dt).copy())
     record("CumsumBackward0", (x,), (out,), _cumsum_backward, attrs=ax)
     return out
+
+
+# ---- registry samples: every reduction is gradchecked and compared with torch -----------------
+from .registry import Arg, Sample, register_function  # noqa: E402
+
+register_function("sum", sum, Sample(Arg(3, 4)), Sample(Arg(3, 4), 1), Sample(Arg(2, 3, 4), (0, 2), True))
+register_function("mean", mean, Sample(Arg(3, 4)), Sample(Arg(3, 4), -1, keepdim=True))
+register_function("prod", prod, Sample(Arg(3, 4, low=0.5, high=1.5)),
+                  Sample(Arg(3, 4, low=0.5, high=1.5), 1))
+register_function("amax", amax, Sample(Arg(3, 4)), Sample(Arg(3, 4), 1, True))
+register_function("amin", amin, Sample(Arg(3, 4)), Sample(Arg(3, 4), 0))
+register_function("max", lambda x, *a, **k: max(x, *a, **k) if not a and not k else max(x, *a, **k)[0],
+                  Sample(Arg(3, 4)), Sample(Arg(3, 4), 1), Sample(Arg(3, 4), 0, keepdim=True))
+register_function("min", lambda x, *a, **k: min(x, *a, **k) if not a and not k else min(x, *a, **k)[0],
+                  Sample(Arg(3, 4)), Sample(Arg(3, 4), 1))
+register_function("var", var, Sample(Arg(3, 4)), Sample(Arg(3, 4), 1), Sample(Arg(3, 4), 0, correction=0))
+register_function("std", std, Sample(Arg(3, 4)), Sample(Arg(3, 4), 1, keepdim=True))
+register_function("logsumexp", logsumexp, Sample(Arg(3, 4), 1), Sample(Arg(3, 4), (0, 1)))
+register_function("norm", norm, Sample(Arg(3, 4)), Sample(Arg(3, 4), 1, 1),
+                  Sample(Arg(3, 4), 3, 0), Sample(Arg(3, 4), float("inf"), 1))
+register_function("cumsum", cumsum, Sample(Arg(3, 4), 1), Sample(Arg(5), 0))

@@ -16,7 +16,43 @@ from ..kernels import cpu as _cpu
 from ..kernels.expr import constant_value, is_constant, parse
 from ..tensor import Tensor
 
-REGISTRY = {}  # name -> op (ElementwiseOp or a Python function marked differentiable)
+REGISTRY = {}  # name -> ElementwiseOp
+FUNCTIONS = {}  # name -> (function, samples): every other differentiable op
+
+
+class Arg:
+    """A sample operand for the registry-driven tests: a random tensor of `shape`
+    with values in [low, high) (float, requiring grad unless `kind` says otherwise:
+    "int" gives indices in [0, high), "bool" a random mask, "const" a float tensor
+    that does not require grad)."""
+    __slots__ = ("shape", "low", "high", "kind")
+
+    def __init__(self, *shape, low=-1.0, high=1.0, kind="float"):
+        self.shape, self.low, self.high, self.kind = shape, low, high, kind
+
+    def __repr__(self):
+        return f"Arg{self.shape}"
+
+
+class Sample:
+    """One call of a registered function: positional args (Arg or plain values) + kwargs."""
+    __slots__ = ("args", "kwargs")
+
+    def __init__(self, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
+
+    def __repr__(self):
+        return f"Sample{self.args}{self.kwargs or ''}"
+
+
+def register_function(name, fn, *samples):
+    """Register a non-elementwise differentiable op with the samples that the
+    test suite checks it on (gradcheck in float64, parity with torch)."""
+    if name in FUNCTIONS:
+        raise ValueError(f"a function named {name!r} is already registered")
+    if not samples:
+        raise ValueError(f"register_function({name!r}) needs at least one Sample to test it with")
+    FUNCTIONS[name] = (fn, samples)
 _ROLE = {"x": "self", "y": "other", "out": "result"}
 
 # ---------------------------------------------------------------------------------
@@ -99,7 +135,7 @@ class ElementwiseOp:
     `partials[i]` is d out / d args[i] as a formula, or None if not differentiable."""
 
     def __init__(self, name, args, out, partials, floating=False, bool_out=False, bool_args=(),
-                 node_names=None):
+                 node_names=None, domain=(-2.0, 2.0), scalars=None):
         self.name = name
         self.args = tuple(args)
         names = self.args + ("out",)
@@ -111,6 +147,10 @@ class ElementwiseOp:
         self.bool_args = frozenset(bool_args)
         self.differentiable = any(p is not None for p in partials) and not bool_out
         self.node_names = node_names or {}
+        # For the registry-driven tests: where inputs are valid, and operands that
+        # are op parameters (sampled as these Python numbers, not tensors).
+        self.domain = domain
+        self.scalars = scalars or {}
         self.default_node = name[0].upper() + name[1:] + "Backward0"
         self._fwd = {}
         self._bwd = {}
@@ -334,7 +374,7 @@ def _record_elementwise(op, operands, out, kdt):
 
 
 def elementwise(name, args=("x",), out=None, floating=True, bool_out=False, bool_args=(),
-                node_names=None, **partials):
+                node_names=None, domain=(-2.0, 2.0), scalars=None, **partials):
     """Register an elementwise op from formulas and return the public function.
 
     >>> import jitgrad
@@ -352,7 +392,8 @@ def elementwise(name, args=("x",), out=None, floating=True, bool_out=False, bool
         raise ValueError(f"op {name!r}: partials given for {sorted(unknown)}, which are not "
                          f"among its arguments {list(args)}")
     op = ElementwiseOp(name, args, out, [partials.get(a) for a in args], floating=floating,
-                       bool_out=bool_out, bool_args=bool_args, node_names=node_names)
+                       bool_out=bool_out, bool_args=bool_args, node_names=node_names,
+                       domain=domain, scalars=scalars)
     REGISTRY[name] = op
 
     def fn(*operands):

@@ -578,3 +578,39 @@ def index_select(x, dim, index):
     record("IndexSelectBackward0", (x,), (out,), _index_select_backward, save=(index,),
            names=("index",), attrs=(d, x._data.shape))
     return out
+
+
+# ---- registry samples ------------------------------------------------------------------------
+from .registry import Arg, Sample, register_function  # noqa: E402
+
+register_function("reshape", reshape, Sample(Arg(2, 6), (3, 4)), Sample(Arg(2, 6), (-1,)))
+register_function("view", view, Sample(Arg(2, 6), (4, 3)))
+register_function("flatten", flatten, Sample(Arg(2, 3, 4)), Sample(Arg(2, 3, 4), 1))
+register_function("squeeze", squeeze, Sample(Arg(2, 1, 3)), Sample(Arg(2, 1, 3), 1))
+register_function("unsqueeze", unsqueeze, Sample(Arg(2, 3), 1), Sample(Arg(2, 3), -1))
+register_function("expand", expand, Sample(Arg(3, 1), (2, 3, 4)))
+register_function("broadcast_to", broadcast_to, Sample(Arg(1, 4), (3, 4)))
+register_function("transpose", transpose, Sample(Arg(2, 3, 4), 0, 2))
+register_function("permute", permute, Sample(Arg(2, 3, 4), (2, 0, 1)))
+register_function("t", t, Sample(Arg(2, 3)))
+register_function("flip", flip, Sample(Arg(2, 3), (0, 1)))
+register_function("clone", clone, Sample(Arg(2, 3)))
+register_function("narrow", narrow, Sample(Arg(4, 5), 1, 1, 3))
+register_function("select", select, Sample(Arg(4, 5), 0, 2))
+register_function("getitem", getitem, Sample(Arg(4, 5), (slice(1, 3), 2)),
+                  Sample(Arg(4, 5), (Ellipsis, None, slice(None, None, 2))),
+                  Sample(Arg(4, 5), Arg(3, high=4, kind="int")),
+                  Sample(Arg(4, 5), Arg(4, 5, kind="bool")))
+register_function("cat", lambda *ts, dim=0: cat(ts, dim), Sample(Arg(2, 3), Arg(4, 3)),
+                  Sample(Arg(2, 3), Arg(2, 1), dim=1))
+register_function("stack", lambda *ts, dim=0: stack(ts, dim), Sample(Arg(2, 3), Arg(2, 3), dim=1))
+register_function("split", lambda x, s, dim=0: cat(split(x, s, dim), dim),
+                  Sample(Arg(5, 2), 2), Sample(Arg(2, 5), [1, 4], dim=1))
+register_function("chunk", lambda x, c, dim=0: cat(chunk(x, c, dim), dim), Sample(Arg(5, 2), 3))
+register_function("unbind", lambda x, dim=0: stack(unbind(x, dim), dim), Sample(Arg(3, 2), dim=1))
+register_function("gather", gather, Sample(Arg(3, 4), 1, Arg(3, 2, high=4, kind="int")))
+register_function("index_select", index_select, Sample(Arg(3, 4), 0, Arg(5, high=3, kind="int")))
+register_function("index_put", index_put, Sample(Arg(4, 3), (slice(0, 2),), Arg(2, 3)),
+                  Sample(Arg(4, 3), (Arg(2, high=4, kind="int"),), Arg(3)))
+register_function("sum_to_size", sum_to_size, Sample(Arg(2, 3, 4), (3, 1)))
+register_function("to_dtype", lambda x: to_dtype(x, _dt.float32), Sample(Arg(2, 3)))
