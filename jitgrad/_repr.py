@@ -9,22 +9,30 @@ THRESHOLD, EDGE, LINEWIDTH = 1000, 3, 80
 
 
 def _formatter(arr):
+    """(format function, column width) following torch's _Formatter: the width
+    comes from the nonzero finite values only."""
     kind = arr.dtype.kind
     if kind == "b":
-        return lambda v: "True" if v else "False"
+        return (lambda v: "True" if v else "False"), (5 if not arr.all() else 4)
     if kind in "iu":
-        return lambda v: str(int(v))
+        return (lambda v: str(int(v))), max(len(str(int(v))) for v in arr.ravel().tolist())
     vals = arr.astype(np.float64).ravel()
     finite = vals[np.isfinite(vals)]
     nonzero = np.abs(finite[finite != 0])
-    if finite.size and np.all(finite == np.round(finite)):
-        if nonzero.size and nonzero.max() > 1e8:
-            return lambda v: _special(v) or f"{v:.4e}"
-        return lambda v: _special(v) or f"{v:.0f}."
-    if nonzero.size and (nonzero.max() / nonzero.min() > 1000 or nonzero.max() > 1e8
-                         or nonzero.min() < 1e-4):
-        return lambda v: _special(v) or f"{v:.4e}"
-    return lambda v: _special(v) or f"{v:.4f}"
+    if not nonzero.size:
+        fmt = (lambda v: _special(v) or f"{v:.0f}.") if np.all(finite == np.round(finite)) \
+            else (lambda v: _special(v) or f"{v:.4f}")
+        return fmt, 1
+    big, small = nonzero.max(), nonzero.min()
+    int_mode = bool(np.all(finite == np.round(finite)))
+    if big / small > 1000.0 or big > 1e8 or (not int_mode and small < 1e-4):
+        fmt = lambda v: _special(v) or f"{v:.4e}"  # noqa: E731
+    elif int_mode:
+        fmt = lambda v: _special(v) or f"{v:.0f}."  # noqa: E731
+    else:
+        fmt = lambda v: _special(v) or f"{v:.4f}"  # noqa: E731
+    nz = vals[np.isfinite(vals) & (vals != 0)]
+    return fmt, max(len(fmt(v)) for v in nz.tolist())
 
 
 def _special(v):
@@ -51,7 +59,7 @@ def _body(arr, fmt, width, indent, summarize):
     if summarize and n > 2 * EDGE:
         idx = list(range(EDGE)) + [None] + list(range(n - EDGE, n))
     if arr.ndim == 1:
-        items = ["..." if i is None else fmt(arr[i].item()).rjust(width) for i in idx]
+        items = [" ..." if i is None else fmt(arr[i].item()).rjust(width) for i in idx]
         per_line = max(1, (LINEWIDTH - indent) // (width + 2))
         lines = [", ".join(items[k:k + per_line]) for k in range(0, len(items), per_line)]
         return "[" + (",\n" + " " * (indent + 1)).join(lines) + "]"
@@ -70,8 +78,7 @@ def tensor_repr(t):
     else:
         summarize = arr.size > THRESHOLD
         shown = _summarize(arr) if summarize else arr
-        fmt = _formatter(shown)
-        width = max(len(fmt(v)) for v in shown.ravel().tolist())
+        fmt, width = _formatter(shown)
         body = _body(arr, fmt, width, len("tensor("), summarize)
     dt = _dt.from_np(arr.dtype)
     if dt not in (_dt.get_default_dtype(), _dt.int64, _dt.bool_):

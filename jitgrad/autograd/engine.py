@@ -231,11 +231,13 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
     local = _state.local
     prev_grad_mode = local.grad_enabled
     local.grad_enabled = create_graph
+    filtered = needed is not None
+    heappop, heappush = heapq.heappop, heapq.heappush
     try:
         while heap:
-            _, node = heapq.heappop(heap)
+            node = heappop(heap)[1]
             grads = buffers.pop(node, None) or []
-            if needed is not None and node not in needed:
+            if filtered and node not in needed:
                 continue
             if node._tensor_hooks is not None or node._retain is not None:
                 grads = _tensor_pre_hooks(node, grads)
@@ -250,9 +252,8 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                     _accumulate(node.variable, grads[0] if grads else None, create_graph)
                 continue
             if accumulate_nodes is not None and node in accumulate_nodes:
-                _retain_into_grad(node, grads, root_edges, targets, accumulate_into)
-            if needed is not None and not any(n in needed for n, _ in node.next_functions
-                                              if n is not None):
+                _retain_into_grad(node, grads, targets, accumulate_into)
+            if filtered and not any(n in needed for n, _ in node.next_functions if n is not None):
                 continue
             if node._pre_hooks is not None:
                 for fn in tuple(node._pre_hooks.values()):
@@ -268,7 +269,9 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
             if not retain_graph:
                 node._release()
             in_meta = node._in_meta
-            for i, ((nxt, nr), g) in enumerate(zip(node.next_functions, out)):
+            i = -1
+            for (nxt, nr), g in zip(node.next_functions, out):
+                i += 1
                 if nxt is None:
                     continue
                 if g is not None:
@@ -277,14 +280,15 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                         g = _fit(node, i, g, m)
                     buf = buffers.get(nxt)
                     if buf is None:
-                        buf = buffers[nxt] = []
-                    while len(buf) <= nr:
-                        buf.append(None)
-                    buf[nr] = g if buf[nr] is None else _add(buf[nr], g)
+                        buf = buffers[nxt] = [None] * (nr + 1)
+                    elif len(buf) <= nr:
+                        buf.extend([None] * (nr + 1 - len(buf)))
+                    prev = buf[nr]
+                    buf[nr] = g if prev is None else _add(prev, g)
                 d = deps[nxt] - 1
                 deps[nxt] = d
                 if d == 0:
-                    heapq.heappush(heap, (-nxt._seq, nxt))
+                    heappush(heap, (-nxt._seq, nxt))
     finally:
         local.grad_enabled = prev_grad_mode
     return captured
@@ -308,7 +312,7 @@ def _tensor_pre_hooks(node, grads):
     return grads
 
 
-def _retain_into_grad(node, grads, root_edges, targets, tensors):
+def _retain_into_grad(node, grads, targets, tensors):
     """backward(inputs=[non_leaf]) accumulates into that non-leaf's .grad."""
     for t, (n, nr) in zip(tensors, targets):
         if n is node and isinstance(t, Tensor) and nr < len(grads) and grads[nr] is not None:

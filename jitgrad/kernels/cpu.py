@@ -30,4 +30,5 @@ def ufunc(name, args, body, arg_dtypes, compute_dtype, out_dtype, prefix=None):
         f"@vectorize([{sig!r}], cache=True)\n"
         f"def kernel({', '.join(args)}):\n"
         f"    return {out_t}({code})\n")
-    return cache.load(f"{name}_{compute_dtype.name}", source)
+    # The DUFunc's underlying numpy ufunc: same loops, a third of the call cost.
+    return cache.load(f"{name}_{compute_dtype.name}", source).ufunc

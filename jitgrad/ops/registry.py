@@ -152,6 +152,10 @@ class ElementwiseOp:
         self.domain = domain
         self.scalars = scalars or {}
         self.default_node = name[0].upper() + name[1:] + "Backward0"
+        # A constant partial (1 for add, -1 for sub, 0 for sign) needs no kernel.
+        self.const_partials = tuple(constant_value(p[0]) if p is not None and is_constant(p[0])
+                                    else None for p in self.partials)
+        self.n_args = len(self.args)
         self._fwd = {}
         self._bwd = {}
         self._needs = {}
@@ -215,34 +219,32 @@ class ElementwiseNode(Node):
     def apply(self, grads):
         g = grads[0]
         op = self._op
-        n = len(op.args)
         if g is None:
-            return (None,) * n
+            return (None,) * op.n_args
         if _state.local.grad_enabled:
             return self._apply_graph(g)
         kdt = self._kdt
         garr = g._data
         if garr.dtype != kdt:
             garr = garr.astype(kdt)
-        saved = self._saved
-        vals = [s.data(self) if type(s) is SavedTensor else s for s in saved]
-        out = self._out.data(self) if self._out is not None else None
         res = []
         mask = self._mask
-        for i in range(n):
+        for i, c in enumerate(op.const_partials):
             if not mask >> i & 1:
                 res.append(None)
                 continue
-            body = op.partials[i][0]
-            if is_constant(body):
-                c = constant_value(body)
+            if c is not None:
                 r = (garr if c == 1 else -garr if c == -1 else np.zeros_like(garr) if c == 0
                      else garr * kdt.type(c))
             else:
-                fn, idx, uses_out = op.backward_kernel(i, kdt)
-                args = [garr] + [vals[j] for j in idx]
+                fn, idx, uses_out = op._bwd.get((i, kdt)) or op.backward_kernel(i, kdt)
+                saved = self._saved
+                args = [garr]
+                for j in idx:
+                    v = saved[j]
+                    args.append(v.data(self) if type(v) is SavedTensor else v)
                 if uses_out:
-                    args.append(out)
+                    args.append(self._out.data(self))
                 r = fn(*args)
                 if type(r) is not np.ndarray:
                     r = np.asarray(r)
@@ -258,9 +260,8 @@ class ElementwiseNode(Node):
             if not self._mask >> i & 1:
                 res.append(None)
                 continue
-            body = op.partials[i][0]
-            if is_constant(body):
-                c = constant_value(body)
+            c = op.const_partials[i]
+            if c is not None:
                 res.append(g if c == 1 else g * c)
             else:
                 res.append(g * op.tensor_partial(i)(*vals, out))
@@ -304,38 +305,74 @@ def compute_dtype(op, operands):
             (dims if v._data.ndim else zero).append(v._data.dtype)
         else:
             scalars.append(v)
-    if dims and not zero and not scalars and all(d == dims[0] for d in dims):
-        res = dims[0]
-    else:
-        res = _dt.result_np(dims, zero, scalars)
+    res = _dt.result_np(dims, zero, scalars)
+    if res.kind == "c":
+        raise TypeError(f"{op.name}: complex tensors are not supported by jitgrad's kernels; "
+                        "work on the real and imaginary parts as float tensors")
     if op.floating and res.kind in "biu":
         res = _dt.get_default_dtype().np
     # float16 computes in float32 (Numba's CPU target has no float16 arithmetic).
-    kdt = np.dtype(np.float32) if res == np.float16 else res
+    kdt = _F32 if res == np.float16 else res
     return kdt, res
+
+
+_F32 = np.dtype(np.float32)
+_FAST_SCALARS = (float, int)
+
+
+def _fast_dtype(op, operands):
+    """The common cases without the general promotion: all tensors of one float
+    dtype, optionally with Python numbers. None means: use compute_dtype."""
+    if op.bool_args:
+        return None
+    dt = None
+    for v in operands:
+        if type(v) is Tensor:
+            d = v._data.dtype
+            if dt is None:
+                dt = d
+            elif d != dt:
+                return None
+        elif type(v) not in _FAST_SCALARS:
+            return None
+    if dt is None or dt.kind != "f" or dt == np.float16:
+        return None
+    return dt
 
 
 def call(op, *operands, out_arr=None):
     """Run elementwise `op` on Tensors/Python scalars; record its node if needed."""
-    kdt, res_dt = compute_dtype(op, operands)
-    arrays = []
+    kdt = _fast_dtype(op, operands)
+    res_dt = kdt
     rg = False
-    bool_args = op.bool_args
-    for a, v in zip(op.args, operands):
-        if isinstance(v, Tensor):
-            d = v._data
-            want = np.bool_ if a in bool_args else kdt
-            if d.dtype != want:
-                d = d.astype(want)
-            arrays.append(d)
-            rg = rg or v._rg
-        else:
-            arrays.append(np.bool_(v) if a in bool_args else kdt.type(v))
+    if kdt is not None:
+        arrays = []
+        for v in operands:
+            if type(v) is Tensor:
+                arrays.append(v._data)
+                rg = rg or v._rg
+            else:
+                arrays.append(kdt.type(v))
+    else:
+        kdt, res_dt = compute_dtype(op, operands)
+        arrays = []
+        bool_args = op.bool_args
+        for a, v in zip(op.args, operands):
+            if isinstance(v, Tensor):
+                d = v._data
+                want = np.bool_ if a in bool_args else kdt
+                if d.dtype != want:
+                    d = d.astype(want)
+                arrays.append(d)
+                rg = rg or v._rg
+            else:
+                arrays.append(np.bool_(v) if a in bool_args else kdt.type(v))
+    kernel = op._fwd.get(kdt) or op.forward_kernel(kdt)
     try:
         if out_arr is not None and res_dt == kdt:
-            r = op.forward_kernel(kdt)(*arrays, out=out_arr)
+            r = kernel(*arrays, out=out_arr)
         else:
-            r = op.forward_kernel(kdt)(*arrays)
+            r = kernel(*arrays)
     except ValueError:
         err = _broadcast_error(op, operands)
         if err is None:
@@ -352,24 +389,38 @@ def call(op, *operands, out_arr=None):
 
 
 def _record_elementwise(op, operands, out, kdt):
+    partials = op.partials
     mask = 0
-    for i, v in enumerate(operands):
-        if isinstance(v, Tensor) and v._rg and op.partials[i] is not None:
+    i = 0
+    for v in operands:
+        if type(v) is Tensor and v._rg and partials[i] is not None:
             mask |= 1 << i
+        i += 1
     if not mask:
         return
-    need_args, need_out = op.needs(mask)
-    name = op.node_names.get(tuple(isinstance(v, Tensor) for v in operands), op.default_node)
-    node = node_class(name, ElementwiseNode)(
-        tuple(edge_of(v) if isinstance(v, Tensor) else (None, 0) for v in operands),
-        tuple((v._data.shape, v._data.dtype) if mask >> i & 1 else None
-              for i, v in enumerate(operands)))
+    need_args, need_out = op._needs.get(mask) or op.needs(mask)
+    edges, metas, saved = [], [], []
+    i = 0
+    for v in operands:
+        if type(v) is Tensor:
+            edges.append(edge_of(v))
+            metas.append((v._data.shape, v._data.dtype) if mask >> i & 1 else None)
+            saved.append(SavedTensor(v) if need_args[i] else None)
+        else:
+            edges.append((None, 0))
+            metas.append(None)
+            saved.append(v)
+        i += 1
+    name = op.default_node
+    if op.node_names:
+        name = op.node_names.get(tuple(type(v) is Tensor for v in operands), name)
+    node = (_node_classes.get(name) or node_class(name, ElementwiseNode))(tuple(edges), metas)
     node._op = op
     node._kdt = kdt
     node._mask = mask
-    node._saved = tuple((SavedTensor(v) if isinstance(v, Tensor) else v) if need else None
-                        for v, need in zip(operands, need_args))
-    out.grad_fn, out._rg = node, True
+    node._saved = saved
+    out.grad_fn = node
+    out._rg = True
     node._out = SavedTensor(out, is_output=True) if need_out else None
 
 

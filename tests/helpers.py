@@ -1,0 +1,256 @@
+"""Test helpers: seeded inputs shared by jitgrad and torch, torch parity
+(`check_torch`), and finite-difference Jacobian checks (`gradcheck`,
+`gradgradcheck`) written here because they must not trust jitgrad's own."""
+import zlib
+
+import numpy as np
+import pytest
+
+import jitgrad
+from jitgrad.ops.registry import Arg, Sample
+
+try:
+    import torch
+except ImportError:  # parity tests skip; finite-difference tests still run
+    torch = None
+
+FLOAT_DTYPES = ("float32", "float64")
+# float32: numba's libm and torch's vectorised kernels differ by a few ulps.
+TOLERANCE = {"float32": dict(rtol=1e-4, atol=1e-5), "float64": dict(rtol=1e-7, atol=1e-9)}
+
+
+def rng_for(*key):
+    """A generator seeded from a readable key, so each test draws the same numbers
+    on every run and independently of the other tests."""
+    return np.random.default_rng(zlib.crc32(repr(key).encode()))
+
+
+def require_torch():
+    return pytest.importorskip("torch")
+
+
+def dtype_name(t):
+    """'float32' for a jitgrad or a torch tensor."""
+    return str(t.dtype).rsplit(".", 1)[-1]
+
+
+def to_numpy(t):
+    if isinstance(t, jitgrad.Tensor):
+        return np.array(t.detach().numpy())
+    return t.detach().cpu().numpy()
+
+
+# ---- samples -> arguments ---------------------------------------------------------------------
+
+class Materialized:
+    """The arguments of one Sample, built once for jitgrad and once for torch
+    from the same numbers. `*_leaves` are the float tensors that require grad."""
+    __slots__ = ("jg_args", "jg_kwargs", "th_args", "th_kwargs", "jg_leaves", "th_leaves")
+
+    def __init__(self):
+        self.jg_leaves, self.th_leaves = [], []
+
+
+def draw(arg, rng, dtype="float64"):
+    """The numpy values of one Arg."""
+    shape = tuple(arg.shape)
+    if arg.kind in ("float", "const"):
+        return rng.uniform(arg.low, arg.high, shape).astype(dtype)
+    if arg.kind == "int":
+        n, high = int(np.prod(shape)), int(arg.high)
+        # Distinct indices where they fit: index_put with repeated indices is
+        # undefined in torch (which value wins, and so its gradient).
+        if n <= high:
+            return rng.permutation(high)[:n].reshape(shape).astype(np.int64)
+        return rng.integers(0, high, shape).astype(np.int64)
+    if arg.kind == "bool":
+        return rng.random(shape) < 0.5
+    raise ValueError(f"unknown Arg kind {arg.kind!r}")
+
+
+def materialize(sample, rng, dtype="float64"):
+    """Sample -> Materialized. Arg kind "float": a float tensor requiring grad with
+    values in [low, high); "int": int64 indices in [0, high); "bool": a random mask;
+    "const": a float tensor without grad. Tuples and lists are materialized item by
+    item; any other value passes through unchanged."""
+    m = Materialized()
+
+    def conv(v):
+        if isinstance(v, Arg):
+            arr = draw(v, rng, dtype)
+            jg = jitgrad.tensor(arr)
+            th = torch.tensor(arr) if torch is not None else None
+            if v.kind == "float":
+                jg.requires_grad_()
+                m.jg_leaves.append(jg)
+                if th is not None:
+                    th.requires_grad_()
+                    m.th_leaves.append(th)
+            return jg, th
+        if isinstance(v, (tuple, list)):
+            pairs = [conv(u) for u in v]
+            return type(v)(p[0] for p in pairs), type(v)(p[1] for p in pairs)
+        return v, v
+
+    jg_args, th_args = conv(tuple(sample.args))
+    keys = list(sample.kwargs)
+    jg_kw, th_kw = conv(tuple(sample.kwargs[k] for k in keys))
+    m.jg_args, m.th_args = jg_args, th_args
+    m.jg_kwargs, m.th_kwargs = dict(zip(keys, jg_kw)), dict(zip(keys, th_kw))
+    return m
+
+
+def as_sample(shapes_or_args):
+    """A Sample, or a list whose items are Args or shapes (tuples of ints -> Arg)."""
+    if isinstance(shapes_or_args, Sample):
+        return shapes_or_args
+    return Sample(*[a if isinstance(a, Arg) else Arg(*a) for a in shapes_or_args])
+
+
+def outputs_of(out):
+    """An op's result as a flat list of tensors (ops may return tuples)."""
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in outputs_of(o)]
+    return [out]
+
+
+# ---- comparisons -----------------------------------------------------------------------------
+
+def assert_same(jg, th, rtol, atol, what="output"):
+    """jitgrad tensor == torch tensor: shape, dtype and values (NaN == NaN)."""
+    assert isinstance(jg, jitgrad.Tensor), f"{what}: expected a jitgrad.Tensor, got {type(jg)}"
+    assert tuple(jg.shape) == tuple(th.shape), f"{what}: shape {tuple(jg.shape)} != torch {tuple(th.shape)}"
+    assert dtype_name(jg) == dtype_name(th), f"{what}: dtype {jg.dtype} != torch {th.dtype}"
+    a, b = to_numpy(jg), to_numpy(th)
+    if a.dtype.kind in "fc":
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, equal_nan=True, err_msg=what)
+    else:
+        np.testing.assert_array_equal(a, b, err_msg=what)
+
+
+def check_torch(jg_fn, torch_fn, shapes_or_args, dtype="float32", rtol=None, atol=None, seed=0,
+                grad=True):
+    """Run `jg_fn` and `torch_fn` on the same seeded inputs; compare the outputs,
+    then the gradients of sum(out * w) (w: a fixed random weight per output) with
+    respect to every float input. Returns (jitgrad outputs, torch outputs)."""
+    th = require_torch()
+    tol = dict(TOLERANCE.get(dtype, TOLERANCE["float64"]))
+    tol.update({k: v for k, v in (("rtol", rtol), ("atol", atol)) if v is not None})
+    rng = rng_for("check_torch", seed)
+    m = materialize(as_sample(shapes_or_args), rng, dtype)
+    jo = outputs_of(jg_fn(*m.jg_args, **m.jg_kwargs))
+    to = outputs_of(torch_fn(*m.th_args, **m.th_kwargs))
+    assert len(jo) == len(to), f"{len(jo)} outputs, torch has {len(to)}"
+    for i, (a, b) in enumerate(zip(jo, to)):
+        assert_same(a, b, what=f"output {i}", **tol)
+        assert a.requires_grad == b.requires_grad, (
+            f"output {i}: requires_grad={a.requires_grad}, torch {b.requires_grad}")
+    if not grad:
+        return jo, to
+    pairs = [(a, b) for a, b in zip(jo, to) if b.requires_grad]
+    if not pairs or not m.th_leaves:
+        return jo, to
+    jl, tl = 0, 0
+    for a, b in pairs:
+        w = rng.standard_normal(tuple(b.shape)).astype(dtype_name(b))
+        jl = jl + (a * jitgrad.tensor(w)).sum()
+        tl = tl + (b * th.tensor(w)).sum()
+    jg_grads = jitgrad.autograd.grad(jl, m.jg_leaves, allow_unused=True)
+    th_grads = th.autograd.grad(tl, m.th_leaves, allow_unused=True)
+    for i, (a, b) in enumerate(zip(jg_grads, th_grads)):
+        if b is None:
+            assert a is None, f"grad of input {i}: got a tensor, torch says the input is unused"
+            continue
+        assert a is not None, f"grad of input {i}: got None, torch computes one"
+        assert_same(a, b, what=f"grad of input {i}", **tol)
+    return jo, to
+
+
+# ---- finite differences ----------------------------------------------------------------------
+
+def _float_outputs(fn):
+    return [o for o in outputs_of(fn()) if o.dtype.is_floating_point]
+
+
+def numerical_jacobian(fn, inputs, eps=1e-6):
+    """Central differences: J[i][j] has one row per element of inputs[i] and one
+    column per element of output j. `fn()` reads `inputs` (leaf tensors), whose
+    storage is perturbed in place and restored."""
+    def evaluate():
+        return [to_numpy(o).astype(np.float64).ravel() for o in _float_outputs(fn)]
+
+    base = evaluate()
+    jac = [[np.zeros((x.numel(), o.size)) for o in base] for x in inputs]
+    for i, x in enumerate(inputs):
+        flat = x.detach().numpy().reshape(-1)
+        assert np.shares_memory(flat, x.detach().numpy()), "inputs must be contiguous"
+        for k in range(flat.size):
+            orig = flat[k]
+            flat[k] = orig + eps
+            plus = evaluate()
+            flat[k] = orig - eps
+            minus = evaluate()
+            flat[k] = orig
+            for j in range(len(base)):
+                jac[i][j][k] = (plus[j] - minus[j]) / (2 * eps)
+    return jac
+
+
+def analytical_jacobian(fn, inputs):
+    """J[i][j] as numerical_jacobian's, one backward pass (jitgrad.autograd.grad) per
+    output element. Also checks each gradient's shape and dtype against its input."""
+    outs = _float_outputs(fn)
+    jac = [[np.zeros((x.numel(), o.numel())) for o in outs] for x in inputs]
+    for j, o in enumerate(outs):
+        if not o.requires_grad:
+            continue  # a constant output: its rows stay zero
+        for k in range(o.numel()):
+            seed = np.zeros(o.numel(), dtype_name(o))
+            seed[k] = 1
+            seed = jitgrad.tensor(seed.reshape(tuple(o.shape)))
+            grads = jitgrad.autograd.grad([o], inputs, grad_outputs=[seed], retain_graph=True,
+                                          allow_unused=True)
+            for i, (x, g) in enumerate(zip(inputs, grads)):
+                if g is None:
+                    continue
+                assert tuple(g.shape) == tuple(x.shape), (
+                    f"grad of input {i} has shape {tuple(g.shape)}, input has {tuple(x.shape)}")
+                assert g.dtype == x.dtype, f"grad of input {i} is {g.dtype}, input is {x.dtype}"
+                jac[i][j][:, k] = to_numpy(g).ravel()
+    return jac
+
+
+def _low_precision(fn, inputs):
+    return any(t.dtype != jitgrad.float64 for t in list(inputs) + _float_outputs(fn))
+
+
+def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3):
+    """Compare analytical and numerical Jacobians of `fn()` w.r.t. `inputs`."""
+    if _low_precision(fn, inputs):
+        # A float32 value cannot resolve a 1e-6 step: take a larger one.
+        eps, atol = max(eps, 1e-3), max(atol, 1e-3)
+    num = numerical_jacobian(fn, inputs, eps)
+    ana = analytical_jacobian(fn, inputs)
+    for i, (nrow, arow) in enumerate(zip(num, ana)):
+        for j, (n, a) in enumerate(zip(nrow, arow)):
+            if not np.allclose(a, n, atol=atol, rtol=rtol):
+                raise AssertionError(
+                    f"Jacobian mismatch for output {j} with respect to input {i},\n"
+                    f"numerical:\n{n}\nanalytical:\n{a}\nmax abs diff {np.abs(a - n).max():.3g}")
+
+
+def gradgradcheck(fn, inputs, rng, **tol):
+    """gradcheck of the first gradient: x, v -> grad(fn(x), x, grad_outputs=v,
+    create_graph=True); the incoming gradients v are differentiable inputs too."""
+    outs = [o for o in _float_outputs(fn) if o.requires_grad]
+    vs = [jitgrad.tensor(rng.standard_normal(tuple(o.shape)).astype(dtype_name(o)),
+                         requires_grad=True) for o in outs]
+
+    def first_grad():
+        outs = [o for o in _float_outputs(fn) if o.requires_grad]
+        grads = jitgrad.autograd.grad(outs, inputs, grad_outputs=vs, create_graph=True,
+                                      allow_unused=True)
+        return [g if g is not None else jitgrad.zeros(x.shape, dtype=x.dtype)
+                for g, x in zip(grads, inputs)]
+
+    gradcheck(first_grad, list(inputs) + vs, **tol)
