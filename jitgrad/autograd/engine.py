@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import _state
 from .._node import AccumulateGrad, edge_of
+from .fusion import FusedGroup
 from ..tensor import Tensor
 
 
@@ -222,10 +223,20 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
         while len(buf) <= nr:
             buf.append(None)
         buf[nr] = g if buf[nr] is None else _add(buf[nr], g)
+    owner = None
+    if _state.local.fusion and not create_graph:
+        from .fusion import plan
+        excluded = set() if targets is None else {n for n, _ in targets}
+        if needed is not None:
+            excluded |= seen - needed
+        owner = plan(seen, deps, buffers, excluded) or None
     heap = []
     for node in buffers:
         if deps.get(node, 0) == 0:
-            heap.append((-node._seq, node))
+            item = owner.get(node, node) if owner else node
+            if item is node or item.pending == 0:
+                heap.append((-item._seq, item))
+    heap = list(dict.fromkeys(heap))
     heapq.heapify(heap)
 
     local = _state.local
@@ -236,41 +247,45 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
     try:
         while heap:
             node = heappop(heap)[1]
-            grads = buffers.pop(node, None) or []
-            if filtered and node not in needed:
-                continue
-            if node._tensor_hooks is not None or node._retain is not None:
-                grads = _tensor_pre_hooks(node, grads)
-            if capture is not None and node in capture:
-                for nr, k in capture[node]:
-                    g = grads[nr] if nr < len(grads) else None
-                    if type(node) is AccumulateGrad and g is not None and node.variable._hooks:
-                        g = _call_tensor_hooks(node.variable._hooks, g)
-                    captured[k] = g
-            if type(node) is AccumulateGrad:
-                if capture is None and (accumulate_nodes is None or node in accumulate_nodes):
-                    _accumulate(node.variable, grads[0] if grads else None, create_graph)
-                continue
-            if accumulate_nodes is not None and node in accumulate_nodes:
-                _retain_into_grad(node, grads, targets, accumulate_into)
-            if filtered and not any(n in needed for n, _ in node.next_functions if n is not None):
-                continue
-            if node._pre_hooks is not None:
-                for fn in tuple(node._pre_hooks.values()):
-                    r = fn(tuple(grads))
-                    if r is not None:
-                        grads = list(r)
-            out = node.apply(grads)
-            if node._hooks is not None:
-                for fn in tuple(node._hooks.values()):
-                    r = fn(tuple(out), tuple(grads))
-                    if r is not None:
-                        out = list(r)
-            if not retain_graph:
-                node._release()
-            in_meta = node._in_meta
+            if type(node) is FusedGroup:
+                edges, out, in_meta = node.run(buffers, retain_graph)
+            else:
+                grads = buffers.pop(node, None) or []
+                if filtered and node not in needed:
+                    continue
+                if node._tensor_hooks is not None or node._retain is not None:
+                    grads = _tensor_pre_hooks(node, grads)
+                if capture is not None and node in capture:
+                    for nr, k in capture[node]:
+                        g = grads[nr] if nr < len(grads) else None
+                        if type(node) is AccumulateGrad and g is not None and node.variable._hooks:
+                            g = _call_tensor_hooks(node.variable._hooks, g)
+                        captured[k] = g
+                if type(node) is AccumulateGrad:
+                    if capture is None and (accumulate_nodes is None or node in accumulate_nodes):
+                        _accumulate(node.variable, grads[0] if grads else None, create_graph)
+                    continue
+                if accumulate_nodes is not None and node in accumulate_nodes:
+                    _retain_into_grad(node, grads, targets, accumulate_into)
+                if filtered and not any(n in needed for n, _ in node.next_functions
+                                        if n is not None):
+                    continue
+                if node._pre_hooks is not None:
+                    for fn in tuple(node._pre_hooks.values()):
+                        r = fn(tuple(grads))
+                        if r is not None:
+                            grads = list(r)
+                out = node.apply(grads)
+                if node._hooks is not None:
+                    for fn in tuple(node._hooks.values()):
+                        r = fn(tuple(out), tuple(grads))
+                        if r is not None:
+                            out = list(r)
+                if not retain_graph:
+                    node._release()
+                edges, in_meta = node.next_functions, node._in_meta
             i = -1
-            for (nxt, nr), g in zip(node.next_functions, out):
+            for (nxt, nr), g in zip(edges, out):
                 i += 1
                 if nxt is None:
                     continue
@@ -285,6 +300,12 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                         buf.extend([None] * (nr + 1 - len(buf)))
                     prev = buf[nr]
                     buf[nr] = g if prev is None else _add(prev, g)
+                if owner is not None and nxt in owner:
+                    group = owner[nxt]
+                    group.pending -= 1
+                    if group.pending == 0:
+                        heappush(heap, (-group._seq, group))
+                    continue
                 d = deps[nxt] - 1
                 deps[nxt] = d
                 if d == 0:

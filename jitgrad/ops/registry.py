@@ -12,7 +12,9 @@ import numpy as np
 from .. import _state
 from .. import dtypes as _dt
 from .._node import Node, SavedTensor, edge_of
+from ..kernels import cache as _cache
 from ..kernels import cpu as _cpu
+from ..kernels import pool as _pool
 from ..kernels.expr import constant_value, is_constant, parse
 from ..tensor import Tensor
 
@@ -213,8 +215,17 @@ class ElementwiseOp:
         return fn
 
 
+@_cache.on_clear
+def _forget_kernels():
+    for op in REGISTRY.values():
+        op._fwd.clear()
+        op._bwd.clear()
+
+
 class ElementwiseNode(Node):
-    __slots__ = ("_op", "_saved", "_out", "_kdt", "_mask")
+    # _shape: the output's shape, or None when the output dtype differs from the
+    # kernel dtype (float16): such nodes never join a fused group.
+    __slots__ = ("_op", "_saved", "_out", "_kdt", "_mask", "_shape")
 
     def apply(self, grads):
         g = grads[0]
@@ -368,6 +379,8 @@ def call(op, *operands, out_arr=None):
             else:
                 arrays.append(np.bool_(v) if a in bool_args else kdt.type(v))
     kernel = op._fwd.get(kdt) or op.forward_kernel(kdt)
+    if out_arr is None and res_dt == kdt and not op.bool_out:
+        out_arr = _pooled_out(arrays, kdt)
     try:
         if out_arr is not None and res_dt == kdt:
             r = kernel(*arrays, out=out_arr)
@@ -388,7 +401,41 @@ def call(op, *operands, out_arr=None):
     return out
 
 
+def _pooled_out(arrays, kdt):
+    """A recycled output buffer for big same-shape operands (see kernels/pool.py)."""
+    big = None
+    for a in arrays:
+        if type(a) is np.ndarray:
+            if big is None:
+                if a.nbytes < _pool.MIN_BYTES:
+                    return None
+                big = a
+            elif a.shape != big.shape:
+                return None
+    return _pool.empty(big.shape, kdt) if big is not None else None
+
+
+def _record_unary(op, v, out, kdt):
+    """The common one-operand case of _record_elementwise, without loops."""
+    need_args, need_out = op._needs.get(1) or op.needs(1)
+    d = v._data
+    name = op.node_names.get((True,), op.default_node) if op.node_names else op.default_node
+    node = (_node_classes.get(name) or node_class(name, ElementwiseNode))(
+        (edge_of(v),), ((d.shape, d.dtype),))
+    node._op = op
+    node._kdt = kdt
+    node._mask = 1
+    node._saved = (SavedTensor(v) if need_args[0] else None,)
+    r = out._data
+    node._shape = r.shape if r.dtype == kdt else None
+    out.grad_fn = node
+    out._rg = True
+    node._out = SavedTensor(out, is_output=True) if need_out else None
+
+
 def _record_elementwise(op, operands, out, kdt):
+    if op.n_args == 1:
+        return _record_unary(op, operands[0], out, kdt)
     partials = op.partials
     mask = 0
     i = 0
@@ -419,6 +466,7 @@ def _record_elementwise(op, operands, out, kdt):
     node._kdt = kdt
     node._mask = mask
     node._saved = saved
+    node._shape = out._data.shape if out._data.dtype == kdt else None
     out.grad_fn = node
     out._rg = True
     node._out = SavedTensor(out, is_output=True) if need_out else None

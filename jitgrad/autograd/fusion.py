@@ -1,0 +1,205 @@
+"""Backward fusion: partition a graph into groups of elementwise nodes and run
+each group as one generated kernel (see kernels/fuse.py).
+
+A group is a connected set of ElementwiseNodes of one dtype and output shape
+joined by edges that carry nothing observable: no tensor hook, node hook,
+retain_grad, anomaly record, captured `inputs=` gradient, and no graph
+recording (create_graph). Anything observable on a node makes it a group
+boundary, so hooks, `grad_fn` and `next_functions` look exactly as without
+fusion. Gradients that enter a group from outside are summed by the engine
+as usual; fan-out inside a group is summed in the kernel.
+"""
+import numpy as np
+
+from .. import _state
+from .._node import SavedTensor
+from ..kernels import fuse as _fuse
+from ..kernels.pool import empty as _empty
+from ..ops.registry import ElementwiseNode
+from ..tensor import Tensor
+
+
+class set_fusion_enabled:
+    """Switch backward fusion on or off: at once as a function, or for a `with` block.
+
+    >>> import jitgrad
+    >>> with jitgrad.autograd.set_fusion_enabled(False):
+    ...     jitgrad.autograd.is_fusion_enabled()
+    False
+    """
+
+    def __init__(self, enabled):
+        self.prev = _state.local.fusion
+        self.mode = bool(enabled)
+        _state.local.fusion = self.mode
+
+    def __enter__(self):
+        _state.local.fusion = self.mode
+        return self
+
+    def __exit__(self, *exc):
+        _state.local.fusion = self.prev
+
+
+def is_fusion_enabled():
+    return _state.local.fusion
+
+
+def _fusable(node):
+    return (node.__class__.__base__ is ElementwiseNode and node._shape is not None
+            and node._pre_hooks is None and node._hooks is None and node._tensor_hooks is None
+            and node._retain is None and node._anomaly is None)
+
+
+def plan(nodes, deps, roots, excluded):
+    """Map each fused node to its FusedGroup (groups of two or more nodes)."""
+    ok = {c for c in nodes if _fusable(c)}
+    if excluded:
+        ok -= excluded
+    parent = {}
+    internal_in = {}
+    for c in ok:
+        shape, kdt, meta, mask = c._shape, c._kdt, c._in_meta, c._mask
+        i = -1
+        for p, _ in c.next_functions:
+            i += 1
+            if p not in ok or not mask >> i & 1:
+                continue
+            m = meta[i]
+            if p._shape != shape or p._kdt != kdt or m[0] != shape or m[1] != kdt:
+                continue
+            # union by walking to the roots (graphs are shallow forests here)
+            ra = parent.setdefault(c, c)
+            while parent[ra] is not ra:
+                ra = parent[ra]
+            rb = parent.setdefault(p, p)
+            while parent[rb] is not rb:
+                rb = parent[rb]
+            if ra is not rb:
+                parent[ra] = rb
+            parent[c] = rb
+            internal_in[p] = internal_in.get(p, 0) + 1
+    comps = {}
+    for a in parent:
+        r = a
+        while parent[r] is not r:
+            r = parent[r]
+        comps.setdefault(r, []).append(a)
+    owner = {}
+    for members in comps.values():
+        members.sort(key=_by_newest)
+        group = FusedGroup(members, deps, internal_in, roots)
+        for m in members:
+            owner[m] = group
+    return owner
+
+
+def _by_newest(node):
+    return -node._seq
+
+
+class FusedGroup:
+    __slots__ = ("members", "_seq", "pending", "ext_in", "edges", "slot_meta", "kernel_spec",
+                 "shape", "kdt")
+
+    def __init__(self, members, deps, internal_in, roots):
+        self.members = members
+        self._seq = members[0]._seq
+        self.shape = members[0]._shape
+        self.kdt = members[0]._kdt
+        index = {m: k for k, m in enumerate(members)}
+        self.pending = 0
+        ext_in, specs, slots, slot_meta, edges = [], [], {}, [], []
+        for k, m in enumerate(members):
+            ext = deps.get(m, 0) - internal_in.get(m, 0)
+            self.pending += ext
+            ext_in.append(ext > 0 or m in roots)
+            op, mask = m._op, m._mask
+            need_args, need_out = op._needs.get(mask) or op.needs(mask)
+            kinds = tuple(("a" if type(s) is SavedTensor else "s") if need else "-"
+                          for s, need in zip(m._saved, need_args))
+            targets = []
+            for j, (p, nr) in enumerate(m.next_functions):
+                if p is None:
+                    targets.append(None)
+                elif not mask >> j & 1:
+                    targets.append(None)
+                    edges.append((p, nr, None))  # no gradient, but a dependency to release
+                elif p in index and m._in_meta[j][0] == self.shape:
+                    targets.append(("m", index[p]))
+                else:
+                    slot = slots.get((p, nr))
+                    if slot is None:
+                        slot = slots[(p, nr)] = len(slot_meta)
+                        slot_meta.append(m._in_meta[j])
+                        edges.append((p, nr, slot))
+                    else:
+                        edges.append((p, nr, -1))  # merged into an existing slot
+                    targets.append(("x", slot))
+            specs.append((op, ext_in[-1], kinds, need_out, tuple(targets)))
+        self.ext_in = ext_in
+        self.edges = edges
+        self.slot_meta = slot_meta
+        self.kernel_spec = (self.kdt.name, tuple(specs), len(slot_meta))
+
+    def name(self):
+        return "Fused[" + ", ".join(m.name() for m in self.members) + "]"
+
+    def run(self, buffers, retain_graph):
+        """Run the group's kernel; return (edges, grads, metas) leaving the group."""
+        shape, kdt = self.shape, self.kdt
+        n = 1
+        for s in shape:
+            n *= s
+        args = [n]
+        gin_kinds = []
+        for k, m in enumerate(self.members):
+            if self.ext_in[k]:
+                grads = buffers.pop(m, None)
+                g = grads[0]._data if grads and grads[0] is not None else np.zeros((), kdt)
+                if g.size == n or not _uniform(g):
+                    gin_kinds.append("a")
+                    args.append(_flat(g, shape, n, kdt))
+                else:  # one value broadcast to every element (e.g. from a sum)
+                    gin_kinds.append("s")
+                    args.append(kdt.type(g.reshape(-1)[0]))
+            for s, kind in zip(m._saved, self.kernel_spec[1][k][2]):
+                if kind == "a":
+                    args.append(_flat(s.data(m), shape, n, kdt))
+                elif kind == "s":
+                    args.append(kdt.type(s) if not isinstance(s, bool) else s)
+            if self.kernel_spec[1][k][3]:
+                args.append(_flat(m._out.data(m), shape, n, kdt))
+        outs = [_empty(n, kdt) for _ in self.slot_meta]
+        parallel = n >= _fuse.PARALLEL_MIN_ELEMENTS
+        _fuse.fused_kernel(self.kernel_spec, tuple(gin_kinds), parallel)(*args, *outs)
+        if not retain_graph:
+            for m in self.members:
+                m._release()
+        edges, grads, metas = [], [], []
+        for p, nr, slot in self.edges:
+            edges.append((p, nr))
+            if slot is None or slot < 0:
+                grads.append(None)
+                metas.append(None)
+            else:
+                grads.append(Tensor(outs[slot].reshape(shape)))
+                metas.append(self.slot_meta[slot])
+        return edges, grads, metas
+
+
+def _uniform(a):
+    """True if every element of `a` is the same value by construction (a
+    broadcast of one element)."""
+    return a.size == 1 or all(st == 0 for st in a.strides)
+
+
+def _flat(a, shape, n, kdt):
+    """`a` as a contiguous 1-D array of the group's shape and dtype."""
+    if a.dtype != kdt and a.dtype != np.bool_:
+        a = a.astype(kdt)
+    if a.shape != shape:
+        a = np.broadcast_to(a, shape)
+    if not a.flags.c_contiguous:
+        a = np.ascontiguousarray(a)
+    return a.reshape(n)

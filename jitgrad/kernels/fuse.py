@@ -1,0 +1,99 @@
+"""Code generation for fused backward groups.
+
+A group is a connected set of elementwise backward nodes of one dtype and
+shape. Its kernel walks the flattened elements once: for each element it
+takes the incoming gradient of the group's root-most nodes, pushes it through
+every member's partials in topological order (fan-out summed in registers),
+and stores only the gradients that leave the group. No temporaries for
+internal edges.
+
+The group is described by a hashable `spec` (see `autograd/fusion.py`); the
+same spec always yields the same source, so the kernel cache doubles as the
+plan cache across training steps and processes.
+"""
+from . import cache
+from .expr import to_scalar_code
+
+PARALLEL_MIN_ELEMENTS = 1 << 18  # measured: below this the thread start-up costs more
+
+
+_NB = {"float32": "float32", "float64": "float64", "int32": "int32", "int64": "int64",
+       "bool": "boolean"}
+
+
+def fused_source(spec, gin_kinds, parallel):
+    """Numba source of the kernel for `spec`.
+
+    spec = (kdt_name, members, n_slots); each member is
+    (op, ext_in, kinds, uses_out, targets): `op` an ElementwiseOp, `kinds[j]`
+    "a" (array operand), "s" (scalar operand) or "-" (unused), `targets[j]`
+    None, ("m", k) for member k, or ("x", slot) for a leaving gradient.
+    gin_kinds: per member with ext_in, "a" (array) or "s" (one value for all
+    elements, e.g. the expanded gradient of a sum)."""
+    kdt, members, n_slots = spec
+    params, types, body = ["n"], ["int64"], []
+    arr, bool_arr = f"{_NB[kdt]}[::1]", "boolean[::1]"
+    gin = iter(gin_kinds)
+    incoming = {}  # member index -> expressions of its gradient contributions
+    for k, (op, ext_in, kinds, uses_out, targets) in enumerate(members):
+        if ext_in:
+            scalar = next(gin) == "s"
+            params.append(f"gin{k}")
+            types.append(_NB[kdt] if scalar else arr)
+            incoming.setdefault(k, []).insert(0, f"gin{k}" if scalar else f"gin{k}[i]")
+        rename = {}
+        for j, (arg, kind) in enumerate(zip(op.args, kinds)):
+            is_bool = arg in op.bool_args
+            if kind == "a":
+                params.append(f"s{k}_{j}")
+                types.append(bool_arr if is_bool else arr)
+                body.append(f"a{k}_{j} = s{k}_{j}[i]")
+                rename[arg] = f"a{k}_{j}"
+            elif kind == "s":
+                params.append(f"c{k}_{j}")
+                types.append("boolean" if is_bool else _NB[kdt])
+                rename[arg] = f"c{k}_{j}"
+        if uses_out:
+            params.append(f"o{k}")
+            types.append(arr)
+            body.append(f"v{k} = o{k}[i]")
+            rename["out"] = f"v{k}"
+        parts = incoming.pop(k)
+        body.append(f"g{k} = " + " + ".join(parts))
+        for j, target in enumerate(targets):
+            if target is None:
+                continue
+            c = op.const_partials[j]
+            if c is None:
+                expr = f"g{k} * {to_scalar_code(op.partials[j][0], rename)}"
+            else:
+                expr = f"g{k}" if c == 1 else f"g{k} * T({float(c)!r})"
+            var = f"t{k}_{j}"
+            body.append(f"{var} = {expr}")
+            if target[0] == "m":
+                incoming.setdefault(target[1], []).append(var)
+            else:
+                incoming.setdefault(("x", target[1]), []).append(var)
+    outs = [f"r{s}" for s in range(n_slots)]
+    types += [arr] * n_slots
+    sig = f"void({', '.join(types)})"
+    for s in range(n_slots):
+        body.append(f"r{s}[i] = " + " + ".join(incoming[("x", s)]))
+    loop = "numba.prange(n)" if parallel else "range(n)"
+    # An explicit signature compiles at import (timed, disk-cached) and tells LLVM
+    # the arrays are contiguous, which it needs to vectorize the loop.
+    deco = f"@numba.njit({sig!r}, cache=True, nogil=True{', parallel=True' if parallel else ''})"
+    lines = ["import math", "import numba", "import numpy as np", f"T = np.{kdt}", "", "",
+             deco, f"def kernel({', '.join(params + outs)}):", f"    for i in {loop}:"]
+    lines += ["        " + b for b in body]
+    return "\n".join(lines) + "\n"
+
+
+def fused_kernel(spec, gin_kinds, parallel):
+    key = ("fused", spec, gin_kinds, parallel)
+    fn = cache.lookup(key)
+    if fn is None:
+        src = fused_source(spec, gin_kinds, parallel)
+        fn = cache.load("fused_par" if parallel else "fused", src)
+        cache.remember(key, fn)
+    return fn
