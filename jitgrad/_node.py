@@ -104,6 +104,20 @@ class AccumulateGrad(Node):
         raise RuntimeError("AccumulateGrad is run by the engine")
 
 
+def count_dependencies(roots):
+    """(deps, seen): for each node below `roots`, how many edges point at it."""
+    deps, seen, stack = {}, set(roots), list(roots)
+    while stack:
+        node = stack.pop()
+        for nxt, _ in node.next_functions:
+            if nxt is not None:
+                deps[nxt] = deps.get(nxt, 0) + 1
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append(nxt)
+    return deps, seen
+
+
 def edge_of(t):
     """(node, output_nr) that receives the gradient of tensor `t`."""
     if t.grad_fn is not None:

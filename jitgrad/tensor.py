@@ -82,7 +82,10 @@ class Tensor:
 
     def __init__(self, data, requires_grad=False):
         if type(data) is not np.ndarray:
-            data = np.array(data, dtype=_dt.get_default_dtype().np)
+            # numpy scalars (e.g. a full reduction) keep their dtype; Python data
+            # takes the default float dtype, as torch.Tensor(data) does.
+            data = np.asarray(data) if isinstance(data, np.generic) else \
+                np.array(data, dtype=_dt.get_default_dtype().np)
         self._data = data
         self._rg = requires_grad
         self.grad_fn = None

@@ -11,7 +11,7 @@ import heapq
 import numpy as np
 
 from .. import _state
-from .._node import AccumulateGrad, edge_of
+from .._node import AccumulateGrad, count_dependencies, edge_of
 from .fusion import FusedGroup
 from ..tensor import Tensor
 
@@ -193,17 +193,7 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
     arriving at them are captured and returned; leaves accumulate only if
     `accumulate_into` lists them (backward(inputs=...)) or targets is None."""
     roots = [n for n, _ in root_edges if n is not None]
-    deps = {}
-    seen = set(roots)
-    stack = list(roots)
-    while stack:
-        node = stack.pop()
-        for nxt, _ in node.next_functions:
-            if nxt is not None:
-                deps[nxt] = deps.get(nxt, 0) + 1
-                if nxt not in seen:
-                    seen.add(nxt)
-                    stack.append(nxt)
+    deps, seen = count_dependencies(roots)
     needed = None if targets is None else _needed_nodes(roots, targets)
     capture = None
     if targets is not None and accumulate_into is None:

@@ -12,7 +12,7 @@ as usual; fan-out inside a group is summed in the kernel.
 import numpy as np
 
 from .. import _state
-from .._node import SavedTensor
+from .._node import SavedTensor, count_dependencies
 from ..kernels import fuse as _fuse
 from ..kernels.pool import empty as _empty
 from ..ops.registry import ElementwiseNode
@@ -203,3 +203,18 @@ def _flat(a, shape, n, kdt):
     if not a.flags.c_contiguous:
         a = np.ascontiguousarray(a)
     return a.reshape(n)
+
+
+def explain(*tensors):
+    """The fused groups a backward from `tensors` would run, as lists of node
+    names (newest first). Nodes not listed run one by one.
+
+    >>> import jitgrad
+    >>> x = jitgrad.ones(4, requires_grad=True)
+    >>> jitgrad.autograd.fusion.explain((x.sin() * x).exp().sum())
+    [['ExpBackward0', 'MulBackward0', 'SinBackward0']]
+    """
+    roots = [t.grad_fn for t in tensors if t.grad_fn is not None]
+    deps, seen = count_dependencies(roots)
+    groups = {id(g): g for g in plan(seen, deps, set(roots), set()).values()}
+    return sorted(([m.name() for m in g.members] for g in groups.values()), key=len, reverse=True)

@@ -57,14 +57,22 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
     """
     if isinstance(data, Tensor):
         arr = data._data.copy()
+    elif dtype is not None and not isinstance(data, np.ndarray) and not _has_tensor(data):
+        arr = np.array(data, dtype=_dt.to_dtype(dtype).np)  # no detour through float32
+    elif isinstance(data, np.generic):
+        arr = np.array(data)
     elif isinstance(data, np.ndarray):
         _dt.from_np(data.dtype)
         arr = data.copy()
-    elif isinstance(data, (list, tuple)) and any(isinstance(v, Tensor) for v in _flat(data)):
+    elif _has_tensor(data):
         arr = _infer_np([_plain(v) for v in data])
     else:
         arr = _infer_np(data).copy()
     return _finish(arr, dtype, device, requires_grad)
+
+
+def _has_tensor(data):
+    return isinstance(data, (list, tuple)) and any(isinstance(v, Tensor) for v in _flat(data))
 
 
 def _flat(data):
