@@ -131,13 +131,32 @@ def edge_of(t):
     return (acc, 0)
 
 
+PACK_INPLACE_MESSAGE = (
+    "A saved tensors pack hook is modifying its input in place. Tensors provided as input to "
+    "pack hook can not be modified by in-place operations as this can lead to unexpected "
+    "side-effects. Please open an issue if you need to perform in-place operations on the input "
+    "to a pack hook.")
+DETACHED_MESSAGE = (
+    "Trying to use a saved tensor that has been detached in-place, i.e. with .detach_()."
+    "This is not supported, please use out-of-place `.detach()` instead")
+OUTSIDE_MUTATION_MESSAGE = (
+    "Trying to backward outside of the 'allow_mutation_on_saved_tensors' context in which the "
+    "graph was originally recorded.")
+
+
 class SavedTensor:
-    """What torch calls a SavedVariable: data + the version it had when saved."""
-    __slots__ = ("_data", "_tensor", "_vc", "_version", "_meta")
+    """What torch calls a SavedVariable: data + the version it had when saved.
+
+    With saved-tensor hooks active, the pack hook's result is kept instead of
+    the data, and the unpack hook gives the tensor back (no version check, as
+    torch: the hooks own the value)."""
+    __slots__ = ("_data", "_tensor", "_vc", "_version", "_meta", "_packed", "_mutation")
 
     def __init__(self, t, is_output=False):
         if t._inference:
             raise RuntimeError(INFERENCE_SAVE_MESSAGE)
+        self._packed = self._mutation = None
+        self._meta = (t.grad_fn if not is_output else None, t.output_nr, t._rg)
         if inplace_target[0] is t:
             # The op overwrites this very tensor: keep the old values, no version check.
             self._data, self._vc, self._version = t._data.copy(), None, 0
@@ -145,33 +164,75 @@ class SavedTensor:
         else:
             self._data, self._vc, self._version = t._data, t._vc, t._vc[0]
             self._tensor = None if is_output else t
-        self._meta = (t.grad_fn if not is_output else None, t.output_nr, t._rg)
+        if _state.saved_hook_users[0]:
+            self._apply_contexts(t)
+
+    def _apply_contexts(self, t):
+        loc = _state.local
+        if loc.mutation_ctx is not None:
+            self._mutation = loc.mutation_ctx
+            loc.mutation_ctx.track(self)
+        if loc.saved_hooks:
+            pack, unpack = loc.saved_hooks[-1]
+            version = t._vc[0]
+            packed = pack(t)
+            if t._vc[0] != version:
+                raise RuntimeError(PACK_INPLACE_MESSAGE)
+            self._packed = (packed, unpack)
+            self._data = self._tensor = None
 
     def data(self, node):
         """The saved array, checked against in-place modification."""
         d = self._data
         if d is None:
-            raise RuntimeError(FREED_MESSAGE)
+            return self._from_hooks()._data
         if self._vc is not None and self._vc[0] != self._version:
             self._raise_version(node)
+        if self._mutation is not None and not self._mutation.active:
+            raise RuntimeError(OUTSIDE_MUTATION_MESSAGE)
         return d
+
+    def _from_hooks(self):
+        if self._packed is None:
+            raise RuntimeError(FREED_MESSAGE)
+        packed, unpack = self._packed
+        t = unpack(packed)
+        from .tensor import Tensor
+        if not isinstance(t, Tensor):
+            raise TypeError("Output of saved tensor unpack_hook expected to be a Tensor but got "
+                            f"result of type {type(t).__name__}")
+        return t
 
     def unpack(self, node):
         """The saved value as a Tensor that is part of the graph (double backward)."""
-        d = self.data(node)
-        if self._tensor is not None:
-            return self._tensor
+        if self._data is None:
+            d = self._from_hooks()._data
+        else:
+            d = self.data(node)
+            t = self._tensor
+            if t is not None:
+                if t.grad_fn is None and self._meta[0] is not None:
+                    raise RuntimeError(DETACHED_MESSAGE)
+                return t
         from .tensor import Tensor
         t = Tensor(d)
-        t._vc = self._vc if self._vc is not None else t._vc
+        if self._vc is not None:
+            t._vc = self._vc
         grad_fn, output_nr, rg = self._meta
         if grad_fn is None and rg:
             grad_fn = node  # a saved output: its grad_fn is the node that saved it
         t.grad_fn, t.output_nr, t._rg = grad_fn, output_nr, rg
         return t
 
+    def snapshot(self):
+        """Keep a private copy of the data (the tensor is about to be mutated)."""
+        if self._data is not None:
+            self._data = self._data.copy()
+            self._vc = None
+            self._tensor = None
+
     def release(self):
-        self._data = self._tensor = None
+        self._data = self._tensor = self._packed = None
 
     def _raise_version(self, node):
         from .tensor import describe

@@ -12,9 +12,17 @@ class _Local(threading.local):
     anomaly = False
     anomaly_check_nan = True
     fusion = True
+    saved_hooks = ()        # stack of (pack, unpack) pairs; the innermost wins
+    hooks_disabled = None   # message while saved-tensor hooks are disabled
+    mutation_ctx = None     # the active allow_mutation_on_saved_tensors context
+    graph_tasks = ()        # stack of the backward passes running in this thread
 
 
 local = _Local()
+
+# How many saved-tensor-hook or mutation contexts are open in any thread: lets
+# SavedTensor skip two thread-local reads in the common case of none.
+saved_hook_users = [0]
 
 # Sequence numbers order nodes like torch: among ready nodes the newest runs first.
 next_seq = itertools.count().__next__

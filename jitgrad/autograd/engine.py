@@ -166,8 +166,57 @@ def _call_tensor_hooks(hooks, g):
     for fn in tuple(hooks.values()):
         r = fn(g)
         if r is not None:
+            _check_hook_result(fn, g, r)
             g = r
     return g
+
+
+def _check_hook_result(fn, g, r):
+    name = getattr(fn, "__name__", repr(fn))
+    if not isinstance(r, Tensor):
+        raise TypeError(f"hook '{name}' returned {type(r).__name__}; a tensor hook must return "
+                        "a Tensor or None")
+    if r._data.shape != g._data.shape:
+        raise RuntimeError(f"hook '{name}' has changed the size of value: the gradient has shape "
+                           f"{list(g.shape)} but the hook returned shape {list(r.shape)}")
+    if r._data.dtype != g._data.dtype:
+        raise RuntimeError(f"hook '{name}' has changed the type of value (was {g.dtype} got "
+                           f"{r.dtype}); return a gradient of the same dtype")
+
+
+def _node_pre_hooks(node, grads):
+    for fn in tuple(node._pre_hooks.values()):
+        r = fn(tuple(grads))
+        if r is not None:
+            r = list(r)
+            if len(r) != len(grads):
+                raise RuntimeError(f"prehook of {node.name()} returned {len(r)} gradients, "
+                                   f"expected {len(grads)} (one per output of the node)")
+            grads = r
+    return grads
+
+
+class _GraphTask:
+    """One backward pass: what will run (for multi-grad hooks and nesting)."""
+    __slots__ = ("seen", "needed", "__weakref__")
+
+    def __init__(self, seen, needed):
+        self.seen, self.needed = seen, needed
+
+
+def current_graph_task():
+    """The innermost backward pass running in this thread (None outside backward)."""
+    tasks = _state.local.graph_tasks
+    return tasks[-1] if tasks else None
+
+
+def will_execute(t):
+    """Whether the current backward pass will compute a gradient for tensor `t`."""
+    task = current_graph_task()
+    if task is None:
+        return False
+    node = t.grad_fn if t.grad_fn is not None else (t._accum() if t._accum is not None else None)
+    return node is not None and node in task.seen and (task.needed is None or node in task.needed)
 
 
 def _needed_nodes(roots, targets):
@@ -232,6 +281,7 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
     local = _state.local
     prev_grad_mode = local.grad_enabled
     local.grad_enabled = create_graph
+    local.graph_tasks = local.graph_tasks + (_GraphTask(seen, needed),)
     filtered = needed is not None
     heappop, heappush = heapq.heappop, heapq.heappush
     try:
@@ -253,7 +303,12 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                         captured[k] = g
                 if type(node) is AccumulateGrad:
                     if capture is None and (accumulate_nodes is None or node in accumulate_nodes):
+                        if node._pre_hooks is not None:
+                            grads = _node_pre_hooks(node, grads)
                         _accumulate(node.variable, grads[0] if grads else None, create_graph)
+                        if node._hooks is not None:
+                            for fn in tuple(node._hooks.values()):
+                                fn((), tuple(grads))
                     continue
                 if accumulate_nodes is not None and node in accumulate_nodes:
                     _retain_into_grad(node, grads, targets, accumulate_into)
@@ -261,10 +316,7 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                                         if n is not None):
                     continue
                 if node._pre_hooks is not None:
-                    for fn in tuple(node._pre_hooks.values()):
-                        r = fn(tuple(grads))
-                        if r is not None:
-                            grads = list(r)
+                    grads = _node_pre_hooks(node, grads)
                 out = node.apply(grads)
                 if node._hooks is not None:
                     for fn in tuple(node._hooks.values()):
@@ -302,6 +354,7 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                     heappush(heap, (-nxt._seq, nxt))
     finally:
         local.grad_enabled = prev_grad_mode
+        local.graph_tasks = local.graph_tasks[:-1]
     return captured
 
 

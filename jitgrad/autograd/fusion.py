@@ -171,7 +171,7 @@ class FusedGroup:
             if self.kernel_spec[1][k][3]:
                 args.append(_flat(m._out.data(m), shape, n, kdt))
         outs = [_empty(n, kdt) for _ in self.slot_meta]
-        parallel = n >= _fuse.PARALLEL_MIN_ELEMENTS
+        parallel = n >= _fuse.PARALLEL_MIN_ELEMENTS and _fuse.parallel_enabled()
         _fuse.fused_kernel(self.kernel_spec, tuple(gin_kinds), parallel)(*args, *outs)
         if not retain_graph:
             for m in self.members:

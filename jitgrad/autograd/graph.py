@@ -1,11 +1,15 @@
 """Hooks on tensors and the graph-edge API (a thin layer: the engine calls
 hooks at its call sites; this module only registers them)."""
+import threading
 import weakref
 
+from .. import _state
 from .._node import Node, RemovableHandle, _handle_ids, edge_of
 from ..tensor import Tensor
 
-__all__ = ["Node", "GradientEdge", "get_gradient_edge", "increment_version"]
+__all__ = ["Node", "GradientEdge", "get_gradient_edge", "increment_version",
+           "saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks",
+           "register_multi_grad_hook", "allow_mutation_on_saved_tensors"]
 
 
 class GradientEdge(tuple):
@@ -81,3 +85,190 @@ def retain_grad(self):
 Tensor.register_hook = register_hook
 Tensor.register_post_accumulate_grad_hook = register_post_accumulate_grad_hook
 Tensor.retain_grad = retain_grad
+
+
+# ---- saved-tensor hooks -------------------------------------------------------------------
+
+
+class saved_tensors_hooks:
+    """Pack every tensor saved for backward with `pack_hook(tensor)` and get it
+    back with `unpack_hook(packed)` when backward needs it. The innermost pair
+    wins; the hooks apply to tensors saved while the context is open.
+
+    >>> import jitgrad
+    >>> def pack(t):
+    ...     return t.detach().to(jitgrad.float64)
+    >>> def unpack(t):
+    ...     return t.to(jitgrad.float32)
+    >>> x = jitgrad.ones(3, requires_grad=True)
+    >>> with jitgrad.autograd.graph.saved_tensors_hooks(pack, unpack):
+    ...     y = x.exp()
+    >>> y.grad_fn._saved_result.dtype
+    jitgrad.float32
+    """
+
+    def __init__(self, pack_hook, unpack_hook):
+        self.pack_hook, self.unpack_hook = pack_hook, unpack_hook
+
+    def __enter__(self):
+        loc = _state.local
+        if loc.hooks_disabled is not None:
+            raise RuntimeError(loc.hooks_disabled)
+        loc.saved_hooks = loc.saved_hooks + ((self.pack_hook, self.unpack_hook),)
+        with _users_lock:
+            _state.saved_hook_users[0] += 1
+        return self
+
+    def __exit__(self, *exc):
+        _state.local.saved_hooks = _state.local.saved_hooks[:-1]
+        with _users_lock:
+            _state.saved_hook_users[0] -= 1
+
+
+_users_lock = threading.Lock()
+
+
+class save_on_cpu(saved_tensors_hooks):
+    """Keep saved tensors in host memory. CPU tensors already are, so they are
+    kept as they are (as torch does); `pin_memory` matters once device tensors exist."""
+
+    def __init__(self, pin_memory=False, device_type="cuda"):
+        self.pin_memory = pin_memory
+
+        def pack(t):
+            return (t.device, t if t.device.type == "cpu" else t.cpu())
+
+        def unpack(packed):
+            dev, t = packed
+            return t if dev.type == "cpu" else t.to(dev)
+
+        super().__init__(pack, unpack)
+
+
+class disable_saved_tensors_hooks:
+    """Inside, entering saved_tensors_hooks raises RuntimeError(error_message)."""
+
+    def __init__(self, error_message):
+        self.error_message = error_message
+
+    def __enter__(self):
+        self.prev = _state.local.hooks_disabled
+        _state.local.hooks_disabled = self.error_message
+        return self
+
+    def __exit__(self, *exc):
+        _state.local.hooks_disabled = self.prev
+
+
+class allow_mutation_on_saved_tensors:
+    """Inside, a tensor saved for backward may be modified in place: the saved
+    value is copied first, so backward sees the value it had when saved.
+
+    >>> import jitgrad
+    >>> with jitgrad.autograd.graph.allow_mutation_on_saved_tensors():
+    ...     a = jitgrad.ones(2, 3, requires_grad=True)
+    ...     b = a.clone()
+    ...     out = (b ** 2).sum()
+    ...     b.sin_()
+    ...     out.sum().backward()
+    tensor([[0.8415, 0.8415, 0.8415],
+            [0.8415, 0.8415, 0.8415]], grad_fn=<SinBackward0>)
+    >>> a.grad
+    tensor([[2., 2., 2.],
+            [2., 2., 2.]])
+    """
+
+    def __enter__(self):
+        loc = _state.local
+        if loc.mutation_ctx is not None:
+            raise RuntimeError("allow_mutation_on_saved_tensors contexts cannot be nested")
+        self.active = True
+        self.saved = {}  # id(version counter) -> SavedTensors sharing that storage
+        loc.mutation_ctx = self
+        with _users_lock:
+            _state.saved_hook_users[0] += 1
+        return self
+
+    def __exit__(self, *exc):
+        self.active = False
+        self.saved = {}
+        _state.local.mutation_ctx = None
+        with _users_lock:
+            _state.saved_hook_users[0] -= 1
+
+    def track(self, saved):
+        if saved._vc is not None:
+            self.saved.setdefault(id(saved._vc), []).append(saved)
+
+    def before_mutation(self, tensor):
+        for s in self.saved.pop(id(tensor._vc), ()):
+            s.snapshot()
+
+
+# ---- multi-tensor hooks ------------------------------------------------------------------------
+
+
+def register_multi_grad_hook(tensors, fn, *, mode="all"):
+    """Call `fn` once per backward pass over the gradients of `tensors`.
+
+    mode="all": after every tensor's gradient that this backward computes is
+    ready, with `fn(grads)` (None for tensors it does not reach);
+    mode="any": on the first gradient computed, with `fn(grad)`.
+    """
+    from .engine import current_graph_task, will_execute
+    if mode not in ("all", "any"):
+        raise ValueError(f"Expects mode to be one of ('all', 'any') but got {mode}")
+    tensors = tuple(tensors)
+    lock = threading.Lock()
+    if mode == "any":
+        fired = set()
+
+        def any_hook(grad):
+            task = current_graph_task()
+            with lock:
+                if task in fired:
+                    return
+                fired.add(task)
+            fn(grad)
+
+        handles = [t.register_hook(any_hook) for t in tensors if t.requires_grad]
+        return _MultiHandle(handles)
+
+    count, buffers = {}, {}
+
+    def inner(idx):
+        def hook(grad):
+            task = current_graph_task()
+            with lock:
+                if task not in count:
+                    count[task] = sum(1 for t in tensors if t.requires_grad and will_execute(t))
+                    buffers[task] = [None] * len(tensors)
+                buffers[task][idx] = grad
+                count[task] -= 1
+                done = count[task] == 0
+                if done:
+                    grads = buffers.pop(task)
+                    del count[task]
+            if done:
+                fn(tuple(grads))
+        return hook
+
+    handles = [t.register_hook(inner(i)) for i, t in enumerate(tensors) if t.requires_grad]
+    return _MultiHandle(handles)
+
+
+class _MultiHandle:
+    __slots__ = ("handles",)
+
+    def __init__(self, handles):
+        self.handles = handles
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()

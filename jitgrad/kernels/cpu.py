@@ -32,3 +32,25 @@ def ufunc(name, args, body, arg_dtypes, compute_dtype, out_dtype, prefix=None):
         f"    return {out_t}({code})\n")
     # The DUFunc's underlying numpy ufunc: same loops, a third of the call cost.
     return cache.load(f"{name}_{compute_dtype.name}", source).ufunc
+
+
+def loop(name, args, kinds, body, arg_dtypes, compute_dtype, out_dtype):
+    """A multi-threaded loop kernel `kernel(n, *operands, out)` over 1-D contiguous
+    arrays (kind "a") and scalars (kind "s"), for big same-shape operands where
+    splitting the work across cores pays (see fuse.PARALLEL_MIN_ELEMENTS)."""
+    code = to_scalar_code(body, {a: f"{a}[i]" for a, k in zip(args, kinds) if k == "a"})
+    types = ["int64"] + [
+        _NUMBA_TYPE[d.name] + ("[::1]" if k == "a" else "") for d, k in zip(arg_dtypes, kinds)]
+    types.append(_NUMBA_TYPE[out_dtype.name] + "[::1]")
+    sig = f"void({', '.join(types)})"
+    out_t = "np.bool_" if out_dtype.name == "bool" else f"np.{out_dtype.name}"
+    source = (
+        "import math\n"
+        "import numba\n"
+        "import numpy as np\n"
+        f"T = np.{compute_dtype.name}\n\n\n"
+        f"@numba.njit({sig!r}, cache=True, nogil=True, parallel=True)\n"
+        f"def kernel(n, {', '.join(args)}, out):\n"
+        f"    for i in numba.prange(n):\n"
+        f"        out[i] = {out_t}({code})\n")
+    return cache.load(f"{name}_{compute_dtype.name}_par", source)

@@ -14,7 +14,15 @@ plan cache across training steps and processes.
 from . import cache
 from .expr import to_scalar_code
 
+import os
+
 PARALLEL_MIN_ELEMENTS = 1 << 18  # measured: below this the thread start-up costs more
+
+
+def parallel_enabled():
+    """Multi-threaded kernels unless JITGRAD_PARALLEL=0 (e.g. for programs that fork
+    after running kernels: the OpenMP threading layer does not survive fork)."""
+    return os.environ.get("JITGRAD_PARALLEL", "1") != "0"
 
 
 _NB = {"float32": "float32", "float64": "float64", "int32": "int32", "int64": "int64",

@@ -20,6 +20,8 @@ VIEW_OF_LEAF_MESSAGE = ("a view of a leaf Variable that requires grad is being u
 
 
 def check_writable(x):
+    """Raise before an in-place write that autograd forbids; let an
+    allow_mutation_on_saved_tensors context copy what was saved from x."""
     loc = _state.local
     if x._inference and not loc.inference:
         raise RuntimeError(
@@ -34,6 +36,8 @@ def check_writable(x):
         if b is not None and b._rg and b.grad_fn is None:
             raise RuntimeError(VIEW_OF_LEAF_MESSAGE + " Wrap the update in `with jitgrad.no_grad():`"
                                " or operate on a clone.")
+    if loc.mutation_ctx is not None:
+        loc.mutation_ctx.before_mutation(x)
 
 
 def apply_inplace(x, compute):

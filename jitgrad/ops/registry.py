@@ -14,6 +14,7 @@ from .. import dtypes as _dt
 from .._node import Node, SavedTensor, edge_of
 from ..kernels import cache as _cache
 from ..kernels import cpu as _cpu
+from ..kernels import fuse as _fuse
 from ..kernels import pool as _pool
 from ..kernels.expr import constant_value, is_constant, parse
 from ..tensor import Tensor
@@ -187,6 +188,16 @@ class ElementwiseOp:
             out_dt = np.dtype(np.bool_) if self.bool_out else kdt
             k = self._fwd[kdt] = _cpu.ufunc(f"{self.name}_fwd", self.args, self.out_body,
                                             self.arg_dtypes(kdt), kdt, out_dt)
+        return k
+
+    def parallel_kernel(self, kdt, kinds):
+        """Multi-threaded forward loop for big contiguous operands (kinds: "a"/"s" each)."""
+        key = (kdt, kinds)
+        k = self._fwd.get(key)
+        if k is None:
+            out_dt = np.dtype(np.bool_) if self.bool_out else kdt
+            k = self._fwd[key] = _cpu.loop(f"{self.name}_fwd", self.args, kinds, self.out_body,
+                                           self.arg_dtypes(kdt), kdt, out_dt)
         return k
 
     def backward_kernel(self, i, kdt):
@@ -378,9 +389,45 @@ def call(op, *operands, out_arr=None):
                 rg = rg or v._rg
             else:
                 arrays.append(np.bool_(v) if a in bool_args else kdt.type(v))
-    kernel = op._fwd.get(kdt) or op.forward_kernel(kdt)
     if out_arr is None and res_dt == kdt and not op.bool_out:
         out_arr = _pooled_out(arrays, kdt)
+    if out_arr is not None and out_arr.size >= _fuse.PARALLEL_MIN_ELEMENTS and res_dt == kdt \
+            and _fuse.parallel_enabled() and _parallel_call(op, kdt, arrays, out_arr):
+        r = out_arr
+    else:
+        r = _ufunc_call(op, kdt, res_dt, arrays, operands, out_arr)
+    if type(r) is not np.ndarray:
+        r = np.asarray(r)
+    if res_dt != kdt and not op.bool_out:
+        r = r.astype(res_dt)
+    out = Tensor(r)
+    if rg and op.differentiable and _state.local.grad_enabled:
+        _record_elementwise(op, operands, out, kdt)
+    return out
+
+
+def _parallel_call(op, kdt, arrays, out_arr):
+    """Run the multi-threaded loop if every array operand is contiguous and of the
+    output's shape; False (nothing done) otherwise."""
+    shape = out_arr.shape
+    kinds, flat = [], []
+    for a in arrays:
+        if type(a) is np.ndarray:
+            if a.shape != shape or not a.flags.c_contiguous:
+                return False
+            kinds.append("a")
+            flat.append(a.reshape(-1))
+        else:
+            kinds.append("s")
+            flat.append(a)
+    if not out_arr.flags.c_contiguous:
+        return False
+    op.parallel_kernel(kdt, tuple(kinds))(out_arr.size, *flat, out_arr.reshape(-1))
+    return True
+
+
+def _ufunc_call(op, kdt, res_dt, arrays, operands, out_arr):
+    kernel = op._fwd.get(kdt) or op.forward_kernel(kdt)
     try:
         if out_arr is not None and res_dt == kdt:
             r = kernel(*arrays, out=out_arr)
@@ -391,14 +438,7 @@ def call(op, *operands, out_arr=None):
         if err is None:
             raise
         raise err from None
-    if type(r) is not np.ndarray:
-        r = np.asarray(r)
-    if res_dt != kdt and not op.bool_out:
-        r = r.astype(res_dt)
-    out = Tensor(r)
-    if rg and op.differentiable and _state.local.grad_enabled:
-        _record_elementwise(op, operands, out, kdt)
-    return out
+    return r
 
 
 def _pooled_out(arrays, kdt):
