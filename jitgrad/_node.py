@@ -26,6 +26,11 @@ INFERENCE_SAVE_MESSAGE = (
 inplace_target = [None]
 
 
+def _anomaly_record():
+    from .autograd.anomaly_mode import AnomalyRecord
+    return AnomalyRecord()
+
+
 class RemovableHandle:
     __slots__ = ("_container", "_key")
 
@@ -57,7 +62,7 @@ class Node:
         self._seq = _state.next_seq()
         self._pre_hooks = self._hooks = self._tensor_hooks = self._retain = None
         self._metadata = None
-        self._anomaly = None
+        self._anomaly = _anomaly_record() if _state.local.anomaly else None
 
     def name(self):
         return type(self).__name__
@@ -86,7 +91,7 @@ class Node:
         """Free saved tensors after a backward without retain_graph."""
 
     def __repr__(self):
-        return f"<{self.name()} object at {id(self):#x}>"
+        return f"<{type(self).__name__} object at {id(self):#x}>"
 
 
 class AccumulateGrad(Node):

@@ -16,6 +16,7 @@ class _Local(threading.local):
     hooks_disabled = None   # message while saved-tensor hooks are disabled
     mutation_ctx = None     # the active allow_mutation_on_saved_tensors context
     graph_tasks = ()        # stack of the backward passes running in this thread
+    anomaly_parent = None   # the node whose backward runs (anomaly mode's nesting)
 
 
 local = _Local()

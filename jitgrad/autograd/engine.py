@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import _state
 from .._node import AccumulateGrad, count_dependencies, edge_of
+from .anomaly_mode import run_checked
 from .fusion import FusedGroup
 from ..tensor import Tensor
 
@@ -317,7 +318,7 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                     continue
                 if node._pre_hooks is not None:
                     grads = _node_pre_hooks(node, grads)
-                out = node.apply(grads)
+                out = node.apply(grads) if node._anomaly is None else run_checked(node, grads)
                 if node._hooks is not None:
                     for fn in tuple(node._hooks.values()):
                         r = fn(tuple(out), tuple(grads))

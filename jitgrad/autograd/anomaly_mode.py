@@ -1,0 +1,117 @@
+"""Anomaly detection: nodes remember the forward stack that made them; a
+failing backward node reports it, and with check_nan a NaN gradient raises.
+Nodes recorded under anomaly mode are never fused (each must be checked)."""
+import os
+import traceback
+import warnings
+
+from .. import _state
+from .grad_mode import _Mode
+
+
+class detect_anomaly(_Mode):
+    """Context manager/decorator enabling anomaly detection.
+
+    >>> import jitgrad
+    >>> with jitgrad.autograd.detect_anomaly():
+    ...     x = jitgrad.tensor([0.0], requires_grad=True)
+    ...     y = x.sqrt() * 0
+    ...     try:
+    ...         y.sum().backward()
+    ...     except RuntimeError as e:
+    ...         print(str(e).splitlines()[0])
+    Function 'SqrtBackward0' returned nan values in its 0th output.
+    """
+
+    def __init__(self, check_nan=True):
+        self.check_nan = check_nan
+        warnings.warn("Anomaly Detection has been enabled. This mode will increase the runtime "
+                      "and should only be enabled for debugging.", stacklevel=2)
+
+    def clone(self):
+        return _Clone(self.check_nan)
+
+    def __enter__(self):
+        loc = _state.local
+        self.prev = (loc.anomaly, loc.anomaly_check_nan)
+        loc.anomaly, loc.anomaly_check_nan = True, self.check_nan
+
+    def __exit__(self, *exc):
+        _state.local.anomaly, _state.local.anomaly_check_nan = self.prev
+
+
+class _Clone(detect_anomaly):
+    def __init__(self, check_nan):  # no second warning when used as a decorator
+        self.check_nan = check_nan
+
+
+class set_detect_anomaly(_Mode):
+    """Turn anomaly detection on or off, at once or for a `with` block."""
+
+    def __init__(self, mode, check_nan=True):
+        loc = _state.local
+        self.prev = (loc.anomaly, loc.anomaly_check_nan)
+        self.mode, self.check_nan = bool(mode), check_nan
+        loc.anomaly, loc.anomaly_check_nan = self.mode, check_nan
+
+    def clone(self):
+        return set_detect_anomaly(self.mode, self.check_nan)
+
+    def __enter__(self):
+        _state.local.anomaly, _state.local.anomaly_check_nan = self.mode, self.check_nan
+
+    def __exit__(self, *exc):
+        _state.local.anomaly, _state.local.anomaly_check_nan = self.prev
+
+
+def is_anomaly_enabled():
+    return _state.local.anomaly
+
+
+def is_anomaly_check_nan_enabled():
+    return _state.local.anomaly_check_nan
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+class AnomalyRecord:
+    """Where a node was made: the user's forward stack, and the node whose
+    backward was running if it was made during a (nested) backward."""
+    __slots__ = ("stack", "parent")
+
+    def __init__(self):
+        # The user's frames only: jitgrad's own frames say nothing about the error.
+        self.stack = [f for f in traceback.extract_stack() if not f.filename.startswith(_PACKAGE)]
+        self.parent = _state.local.anomaly_parent
+
+    def report(self, node):
+        lines = [f"Error detected in {node.name()}. Traceback of forward call that caused the "
+                 "error:\n" + "".join(traceback.format_list(self.stack))]
+        parent = self.parent
+        while parent is not None and parent._anomaly is not None:
+            lines.append(f"\nPrevious calculation was induced by {parent.name()}. Traceback of "
+                         "forward call that induced the previous calculation:\n"
+                         + "".join(traceback.format_list(parent._anomaly.stack)))
+            parent = parent._anomaly.parent
+        return "".join(lines)
+
+
+def run_checked(node, grads):
+    """node.apply under anomaly mode: report the forward trace of a failing node
+    and raise on NaN outputs."""
+    loc = _state.local
+    prev, loc.anomaly_parent = loc.anomaly_parent, node
+    try:
+        out = node.apply(grads)
+    except Exception:
+        warnings.warn(node._anomaly.report(node), stacklevel=2)
+        raise
+    finally:
+        loc.anomaly_parent = prev
+    if loc.anomaly_check_nan:
+        for i, g in enumerate(out):
+            if g is not None and g._data.dtype.kind == "f" and (g._data != g._data).any():
+                raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th "
+                                   f"output.\n" + node._anomaly.report(node))
+    return out

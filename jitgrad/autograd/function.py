@@ -1,0 +1,246 @@
+"""Custom autograd Functions (torch.autograd.Function's API).
+
+A Function subclass gets its own node class `<ClassName>Backward`; as in
+torch, the node is the `ctx` that forward fills and backward reads. Saved
+tensors go through SavedTensor, so version checks, saved-tensor hooks and
+freeing after backward work as for built-in ops.
+"""
+import functools
+
+import numpy as np
+
+from .. import _state
+from .._node import Node, SavedTensor, edge_of
+from ..tensor import Tensor
+
+
+class FunctionCtx:
+    """The methods `ctx` offers inside forward/setup_context and backward."""
+
+    def save_for_backward(self, *tensors):
+        for i, t in enumerate(tensors):
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError(f"save_for_backward can only save variables, but argument {i} is "
+                                f"of type {type(t).__name__}")
+        self.to_save = tensors
+
+    def save_for_forward(self, *tensors):
+        self.saved_for_forward = tensors
+
+    def mark_dirty(self, *tensors):
+        self.dirty_tensors = tensors
+
+    def mark_non_differentiable(self, *tensors):
+        self.non_differentiable = tensors
+
+    def set_materialize_grads(self, value):
+        self.materialize_grads = bool(value)
+
+    @property
+    def saved_tensors(self):
+        saved = self.__dict__.get("_saved")
+        if saved is None:
+            return tuple(self.__dict__.get("to_save", ()))
+        return tuple(None if s is None else s.unpack(self) for s in saved)
+
+
+class BackwardCFunction(FunctionCtx, Node):
+    """The node of one custom Function call (instances carry a __dict__ for ctx fields)."""
+    _forward_cls = None
+
+    def __init__(self):
+        Node.__init__(self, (), ())
+        self.needs_input_grad = ()
+        self.materialize_grads = True
+
+    def apply(self, grads):
+        cls = self._forward_cls
+        grads = list(grads) + [None] * (len(self._out_meta) - len(grads))
+        if self.materialize_grads:
+            grads = [g if g is not None or m is None else Tensor(np.zeros(m[0], m[1]))
+                     for g, m in zip(grads, self._out_meta)]
+        result = cls.backward(self, *grads)
+        if not isinstance(result, tuple):
+            result = (result,)
+        n_in = len(self._arg_is_tensor)
+        if len(result) != n_in:
+            extra = result[n_in:]
+            if len(result) < n_in or any(r is not None for r in extra):
+                raise RuntimeError(f"function {self.name()} returned an incorrect number of "
+                                   f"gradients (expected {n_in}, got {len(result)})")
+            result = result[:n_in]
+        out = []
+        for i, (g, is_tensor) in enumerate(zip(result, self._arg_is_tensor)):
+            if not is_tensor:
+                if g is not None:
+                    raise RuntimeError(f"function {self.name()} returned a gradient different "
+                                       f"than None at position {i + 1}, but the corresponding "
+                                       "forward input was not a Variable")
+                continue
+            if g is not None and not isinstance(g, Tensor):
+                raise TypeError(f"function {self.name()} returned a {type(g).__name__} as gradient "
+                                f"{i}; expected a Tensor or None")
+            out.append(g)
+        return out
+
+    def _release(self):
+        for s in self.__dict__.get("_saved") or ():
+            if s is not None:
+                s.release()
+
+    def name(self):
+        return type(self).__name__
+
+
+class FunctionMeta(type):
+    def __init__(cls, name, bases, attrs):
+        super().__init__(name, bases, attrs)
+        cls._backward_cls = type(name + "Backward", (BackwardCFunction,), {"_forward_cls": cls})
+
+
+class Function(metaclass=FunctionMeta):
+    """Subclass with static `forward` and `backward` and call `.apply(...)`.
+
+    >>> import jitgrad
+    >>> class Exp(jitgrad.autograd.Function):
+    ...     @staticmethod
+    ...     def forward(ctx, i):
+    ...         result = i.exp()
+    ...         ctx.save_for_backward(result)
+    ...         return result
+    ...     @staticmethod
+    ...     def backward(ctx, grad_output):
+    ...         (result,) = ctx.saved_tensors
+    ...         return grad_output * result
+    >>> x = jitgrad.tensor([0.0, 1.0], requires_grad=True)
+    >>> y = Exp.apply(x)
+    >>> y
+    tensor([1.0000, 2.7183], grad_fn=<ExpBackward>)
+    >>> y.sum().backward()
+    >>> x.grad
+    tensor([1.0000, 2.7183])
+    """
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(
+            "Legacy autograd function with non-static forward method is deprecated. Please use "
+            "new-style autograd function with static forward method. (Example: "
+            "https://pytorch.org/docs/stable/autograd.html#torch.autograd.Function)")
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError("You must implement the forward function for custom "
+                                  "autograd.Function.")
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        raise NotImplementedError("setup_context is not implemented.")
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError("You must implement either the backward or vjp method for your "
+                                  "custom autograd.Function to use it with backward mode AD.")
+
+    vjp = backward
+
+    @staticmethod
+    def jvp(ctx, *grad_inputs):
+        raise NotImplementedError("You must implement the jvp function for custom "
+                                  "autograd.Function to use it with forward mode AD.")
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        ctx = cls._backward_cls()
+        needs = tuple(isinstance(a, Tensor) and a._rg for a in args)
+        ctx.needs_input_grad = needs
+        record = _state.local.grad_enabled and any(needs)
+        custom_setup = cls.setup_context is not Function.setup_context
+        prev = _state.local.grad_enabled
+        _state.local.grad_enabled = False
+        try:
+            if custom_setup:
+                output = cls.forward(*args, **kwargs)
+                cls.setup_context(ctx, args, output)
+            else:
+                output = cls.forward(ctx, *args, **kwargs)
+        finally:
+            _state.local.grad_enabled = prev
+        single = not isinstance(output, tuple)
+        outputs = (output,) if single else output
+        outputs = _wire(ctx, args, outputs, record)
+        return outputs[0] if single else outputs
+
+
+def _wire(ctx, args, outputs, record):
+    """Give the outputs their node, save what forward asked for, as torch does."""
+    dirty = ctx.__dict__.get("dirty_tensors", ())
+    non_diff = ctx.__dict__.get("non_differentiable", ())
+    wired = []
+    for o in outputs:
+        if isinstance(o, Tensor) and not any(o is d for d in dirty) and any(o is a for a in args):
+            o = o.view(o.shape)  # an input returned as is becomes a fresh alias
+            o.grad_fn, o.output_nr, o._rg = None, 0, False
+        wired.append(o)
+    for d in dirty:
+        if not any(d is a for a in args):
+            raise RuntimeError("mark_dirty() was given a tensor that is not an input of forward")
+    if record:
+        ctx.next_functions = tuple(edge_of(a) for a in args if isinstance(a, Tensor))
+        ctx._in_meta = tuple((a._data.shape, a._data.dtype) if a._rg else None
+                             for a in args if isinstance(a, Tensor))
+        ctx._arg_is_tensor = tuple(isinstance(a, Tensor) for a in args)
+        ctx._out_meta = tuple((o._data.shape, o._data.dtype) if isinstance(o, Tensor) else None
+                              for o in wired)
+        for i, o in enumerate(wired):
+            if not isinstance(o, Tensor):
+                continue
+            if any(o is n for n in non_diff) or o._data.dtype.kind not in "fc":
+                o._rg = False
+                continue
+            o.grad_fn, o.output_nr, o._rg = ctx, i, True
+        ctx._saved = tuple(None if t is None else SavedTensor(t, any(t is o for o in wired))
+                           for t in ctx.__dict__.get("to_save", ()))
+        ctx.__dict__.pop("to_save", None)
+    else:
+        for o in wired:
+            if isinstance(o, Tensor) and any(o is d for d in dirty):
+                o._rg = o._rg and not any(o is n for n in non_diff)
+    return tuple(wired)
+
+
+def once_differentiable(fn):
+    """Run backward without recording; differentiating its result again raises."""
+    @functools.wraps(fn)
+    def wrapper(ctx, *args):
+        with _no_grad():
+            out = fn(ctx, *args)
+        if not _state.local.grad_enabled or not any(isinstance(a, Tensor) and a._rg for a in args):
+            return out
+        single = not isinstance(out, tuple)
+        outs = (out,) if single else out
+        wired = tuple(_DelayedError.apply(o) if isinstance(o, Tensor) else o for o in outs)
+        return wired[0] if single else wired
+    return wrapper
+
+
+class _no_grad:
+    def __enter__(self):
+        self.prev = _state.local.grad_enabled
+        _state.local.grad_enabled = False
+
+    def __exit__(self, *exc):
+        _state.local.grad_enabled = self.prev
+
+
+class _DelayedError(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        raise RuntimeError("trying to differentiate twice a function that was marked with "
+                           "@once_differentiable")
