@@ -17,6 +17,7 @@ class _Local(threading.local):
     mutation_ctx = None     # the active allow_mutation_on_saved_tensors context
     graph_tasks = ()        # stack of the backward passes running in this thread
     anomaly_parent = None   # the node whose backward runs (anomaly mode's nesting)
+    profiler = None         # the active profiler: push(name, kind) / pop() around events
 
 
 local = _Local()

@@ -284,12 +284,17 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
     local.grad_enabled = create_graph
     local.graph_tasks = local.graph_tasks + (_GraphTask(seen, needed),)
     filtered = needed is not None
+    prof = local.profiler
     heappop, heappush = heapq.heappop, heapq.heappush
     try:
         while heap:
             node = heappop(heap)[1]
             if type(node) is FusedGroup:
+                if prof is not None:
+                    prof.push(node.name(), "fused")
                 edges, out, in_meta = node.run(buffers, retain_graph)
+                if prof is not None:
+                    prof.pop()
             else:
                 grads = buffers.pop(node, None) or []
                 if filtered and node not in needed:
@@ -318,7 +323,11 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                     continue
                 if node._pre_hooks is not None:
                     grads = _node_pre_hooks(node, grads)
+                if prof is not None:
+                    prof.push(node.name(), "backward")
                 out = node.apply(grads) if node._anomaly is None else run_checked(node, grads)
+                if prof is not None:
+                    prof.pop()
                 if node._hooks is not None:
                     for fn in tuple(node._hooks.values()):
                         r = fn(tuple(out), tuple(grads))

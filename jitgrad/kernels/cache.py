@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 
+from .. import _state
 from .._version import __version__
 
 _memory = {}
@@ -60,6 +61,9 @@ def load(name, source):
     path = os.path.join(folder, modname + ".py")
     start = time.perf_counter()
     warm = _is_warm(path, text, modname)
+    prof = _state.local.profiler
+    if prof is not None:
+        prof.push(f"{'load' if warm else 'compile'} {name}", "compile")
     try:
         fn = _import(modname, path, text, folder)
     except Exception:
@@ -67,6 +71,8 @@ def load(name, source):
         _remove_entry(folder, modname)
         fn = _import(modname, path, text, folder)
         warm = False
+    if prof is not None:
+        prof.pop()
     _stats["disk_hits" if warm else "disk_misses"] += 1
     if not warm:
         _stats["kernels_compiled"] += 1
