@@ -72,24 +72,25 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     edges, grads = _make_roots(tensors, grad_tensors, "backward")
     if retain_graph is None:
         retain_graph = create_graph
-    targets = None
-    if inputs is not None:
-        targets = []
-        for t in inputs:
-            e = _input_edge(t)
-            if e[0] is None:
-                raise RuntimeError("One of the differentiated Tensors does not require grad")
-            targets.append(e)
+    targets = None if inputs is None else _target_edges(inputs)
     run(edges, grads, retain_graph, create_graph, targets=targets, accumulate_into=inputs)
 
 
-def _input_edge(t):
+def _target_edges(inputs):
+    """The edge of each differentiated input (a Tensor or a GradientEdge)."""
     from .graph import GradientEdge
-    if isinstance(t, GradientEdge):
-        return (t.node, t.output_nr)
-    if not isinstance(t, Tensor):
-        raise TypeError(f"inputs must be Tensors or GradientEdges, got {type(t).__name__}")
-    return edge_of(t)
+    edges = []
+    for t in inputs:
+        if isinstance(t, GradientEdge):
+            e = (t.node, t.output_nr)
+        elif isinstance(t, Tensor):
+            e = edge_of(t)
+        else:
+            raise TypeError(f"inputs must be Tensors or GradientEdges, got {type(t).__name__}")
+        if e[0] is None:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+        edges.append(e)
+    return edges
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
@@ -104,19 +105,13 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     if allow_unused is None:
         allow_unused = materialize_grads
     outputs = _normalize(outputs)
-    single = isinstance(inputs, Tensor)
     inputs = _normalize(inputs)
     if grad_outputs is not None:
         grad_outputs = _normalize(grad_outputs) if isinstance(grad_outputs, Tensor) else tuple(grad_outputs)
         if len(grad_outputs) != len(outputs):
             raise RuntimeError(f"grad requires one grad_output per output: got {len(grad_outputs)} "
                                f"grad_outputs and {len(outputs)} outputs")
-    targets = []
-    for t in inputs:
-        e = _input_edge(t)
-        if e[0] is None:
-            raise RuntimeError("One of the differentiated Tensors does not require grad")
-        targets.append(e)
+    targets = _target_edges(inputs)
     edges, grads = _make_roots(outputs, grad_outputs, "grad")
     if retain_graph is None:
         retain_graph = create_graph

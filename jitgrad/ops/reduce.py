@@ -182,22 +182,21 @@ def min(x, dim=None, keepdim=False):
     return _max_min(x, dim, keepdim, "min", np.argmin, np.min)
 
 
-def argmax(x, dim=None, keepdim=False):
+def _arg_extreme(x, dim, keepdim, np_fn):
     d = x._data
     if dim is None:
-        r = np.asarray(np.argmax(d))
-        return Tensor(r.reshape((1,) * d.ndim) if keepdim else r.astype(np.int64))
-    r = np.argmax(d, axis=wrap_dim(dim, d.ndim), keepdims=keepdim)
+        r = np.asarray(np_fn(d), dtype=np.int64)
+        return Tensor(r.reshape((1,) * d.ndim) if keepdim else r)
+    r = np_fn(d, axis=wrap_dim(dim, d.ndim), keepdims=keepdim)
     return Tensor(np.asarray(r, dtype=np.int64))
+
+
+def argmax(x, dim=None, keepdim=False):
+    return _arg_extreme(x, dim, keepdim, np.argmax)
 
 
 def argmin(x, dim=None, keepdim=False):
-    d = x._data
-    if dim is None:
-        r = np.asarray(np.argmin(d))
-        return Tensor(r.reshape((1,) * d.ndim) if keepdim else r.astype(np.int64))
-    r = np.argmin(d, axis=wrap_dim(dim, d.ndim), keepdims=keepdim)
-    return Tensor(np.asarray(r, dtype=np.int64))
+    return _arg_extreme(x, dim, keepdim, np.argmin)
 
 
 def _correction(unbiased, correction):
