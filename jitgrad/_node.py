@@ -187,7 +187,15 @@ class SavedTensor:
             self._data = self._tensor = None
 
     def data(self, node):
-        """The saved array, checked against in-place modification."""
+        """The saved array for a backward formula, checked against in-place changes."""
+        d = self._checked(node)
+        t = self._tensor
+        if t is not None and t.grad_fn is None and self._meta[0] is not None:
+            # a saved non-leaf input lost its history to detach_(): as torch, refuse
+            raise RuntimeError(DETACHED_MESSAGE)
+        return d
+
+    def _checked(self, node):
         d = self._data
         if d is None:
             return self._from_hooks()._data
@@ -213,11 +221,9 @@ class SavedTensor:
         if self._data is None:
             d = self._from_hooks()._data
         else:
-            d = self.data(node)
+            d = self._checked(node)
             t = self._tensor
             if t is not None:
-                if t.grad_fn is None and self._meta[0] is not None:
-                    raise RuntimeError(DETACHED_MESSAGE)
                 return t
         from .tensor import Tensor
         t = Tensor(d)

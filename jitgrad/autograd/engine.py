@@ -48,7 +48,8 @@ def _make_roots(outputs, grads, who):
 
 
 def _normalize(tensors):
-    if isinstance(tensors, Tensor):
+    from .graph import GradientEdge
+    if isinstance(tensors, (Tensor, GradientEdge)):
         return (tensors,)
     return tuple(tensors)
 

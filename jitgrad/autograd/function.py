@@ -221,7 +221,9 @@ def once_differentiable(fn):
             return out
         single = not isinstance(out, tuple)
         outs = (out,) if single else out
-        wired = tuple(_DelayedError.apply(o) if isinstance(o, Tensor) else o for o in outs)
+        # Detached aliases that require grad, so the error node is recorded.
+        wired = tuple(_DelayedError.apply(o.detach().requires_grad_()) if isinstance(o, Tensor)
+                      else o for o in outs)
         return wired[0] if single else wired
     return wrapper
 
