@@ -161,7 +161,9 @@ class SavedTensor:
         if t._inference:
             raise RuntimeError(INFERENCE_SAVE_MESSAGE)
         self._packed = self._mutation = None
-        self._meta = (t.grad_fn if not is_output else None, t.output_nr, t._rg)
+        # (grad_fn of an input, output_nr, requires_grad, tangent of an output)
+        self._meta = (t.grad_fn if not is_output else None, t.output_nr, t._rg,
+                      t._fw if is_output else None)
         if inplace_target[0] is t:
             # The op overwrites this very tensor: keep the old values, no version check.
             self._data, self._vc, self._version = t._data.copy(), None, 0
@@ -229,10 +231,13 @@ class SavedTensor:
         t = Tensor(d)
         if self._vc is not None:
             t._vc = self._vc
-        grad_fn, output_nr, rg = self._meta
+        grad_fn, output_nr, rg, tangent = self._meta
         if grad_fn is None and rg:
             grad_fn = node  # a saved output: its grad_fn is the node that saved it
         t.grad_fn, t.output_nr, t._rg = grad_fn, output_nr, rg
+        if tangent is not None and _state.fw_level[0] is not None:
+            from .autograd.forward_ad import set_tangent
+            set_tangent(t, tangent)
         return t
 
     def snapshot(self):
@@ -247,7 +252,7 @@ class SavedTensor:
 
     def _raise_version(self, node):
         from .tensor import describe
-        grad_fn, output_nr, _ = self._meta
+        grad_fn, output_nr = self._meta[:2]
         owner = grad_fn if grad_fn is not None else (node if self._tensor is None else None)
         which = (f", which is output {output_nr} of {owner.name()}," if owner is not None else "")
         raise RuntimeError(

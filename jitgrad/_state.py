@@ -26,5 +26,9 @@ local = _Local()
 # SavedTensor skip two thread-local reads in the common case of none.
 saved_hook_users = [0]
 
+# The active forward-AD level (None: forward AD off). Module-level, as torch's:
+# dual tensors are visible to every thread. Ops read it before any tangent work.
+fw_level = [None]
+
 # Sequence numbers order nodes like torch: among ready nodes the newest runs first.
 next_seq = itertools.count().__next__

@@ -141,7 +141,7 @@ def _fit(node, i, g, meta):
             raise RuntimeError(
                 f"Function {node.name()} returned an invalid gradient at index {i} - got "
                 f"{list(arr.shape)} but expected shape compatible with {list(shape)}")
-        if _state.local.grad_enabled:
+        if _tensor_path():
             from ..ops.reduce import sum_to_size
             g = sum_to_size(g, shape)
         else:
@@ -149,12 +149,18 @@ def _fit(node, i, g, meta):
                                               if s == 1 and arr.shape[lead + k] != 1)
             g = Tensor(arr.sum(axis=axes).reshape(shape))
     if g._data.dtype != dt:
-        g = g.to(dt) if _state.local.grad_enabled else Tensor(g._data.astype(dt))
+        g = g.to(dt) if _tensor_path() else Tensor(g._data.astype(dt))
     return g
 
 
+def _tensor_path():
+    """Gradients must stay Tensors through jitgrad ops (recorded for create_graph,
+    or carrying tangents under forward AD); otherwise plain arrays suffice."""
+    return _state.local.grad_enabled or _state.fw_level[0] is not None
+
+
 def _add(a, b):
-    if _state.local.grad_enabled:
+    if _tensor_path():
         return a + b
     return Tensor(a._data + b._data)
 
@@ -260,7 +266,7 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
             buf.append(None)
         buf[nr] = g if buf[nr] is None else _add(buf[nr], g)
     owner = None
-    if _state.local.fusion and not create_graph:
+    if _state.local.fusion and not create_graph and _state.fw_level[0] is None:
         from .fusion import plan
         excluded = set() if targets is None else {n for n, _ in targets}
         if needed is not None:

@@ -160,6 +160,7 @@ class Function(metaclass=FunctionMeta):
         custom_setup = cls.setup_context is not Function.setup_context
         prev = _state.local.grad_enabled
         _state.local.grad_enabled = False
+        fw_prev, _state.fw_level[0] = _state.fw_level[0], None  # forward sees plain primals
         try:
             if custom_setup:
                 output = cls.forward(*args, **kwargs)
@@ -168,9 +169,12 @@ class Function(metaclass=FunctionMeta):
                 output = cls.forward(ctx, *args, **kwargs)
         finally:
             _state.local.grad_enabled = prev
+            _state.fw_level[0] = fw_prev
         single = not isinstance(output, tuple)
         outputs = (output,) if single else output
         outputs = _wire(ctx, args, outputs, record)
+        if fw_prev is not None and any(isinstance(a, Tensor) and a._fw is not None for a in args):
+            _forward_tangents(cls, ctx, args, outputs)
         return outputs[0] if single else outputs
 
 
@@ -209,6 +213,22 @@ def _wire(ctx, args, outputs, record):
             if isinstance(o, Tensor) and any(o is d for d in dirty):
                 o._rg = o._rg and not any(o is n for n in non_diff)
     return tuple(wired)
+
+
+def _forward_tangents(cls, ctx, args, outputs):
+    """Forward AD through a custom Function: its `jvp(ctx, *tangents)`."""
+    from .forward_ad import set_tangent
+    tangents = [None if not isinstance(a, Tensor) else
+                a._fw if a._fw is not None else Tensor(np.zeros_like(a._data)) for a in args]
+    prev, _state.fw_level[0] = _state.fw_level[0], None
+    try:
+        res = cls.jvp(ctx, *tangents)
+    finally:
+        _state.fw_level[0] = prev
+    res = res if isinstance(res, tuple) else (res,)
+    for o, t in zip(outputs, res):
+        if isinstance(o, Tensor) and t is not None:
+            set_tangent(o, t)
 
 
 def once_differentiable(fn):

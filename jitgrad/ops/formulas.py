@@ -81,9 +81,10 @@ _clamp = _ew("clamp", ("x", "lo", "hi"), out="where(x < lo, lo, where(x > hi, hi
              floating=False, x="where(x < lo, 0, where(x > hi, 0, 1))",
              lo="where(x < lo, 1, 0)", hi="where(x > hi, 1, 0)",
              node_names={(True, False, False): "ClampBackward1"}, scalars={"lo": -0.5, "hi": 0.5})
+# torch: LerpBackward0 for a Python-number weight, LerpBackward1 for a tensor weight.
 lerp = _ew("lerp", ("x", "y", "w"), out="x + w * (y - x)", x="1 - w", y="w", w="y - x",
-           node_names={(True, True, False): "LerpBackward0", (True, False, False): "LerpBackward0",
-                       (False, True, False): "LerpBackward0"})
+           node_names={(a, b, w): f"LerpBackward{int(w)}"
+                       for a in (True, False) for b in (True, False) for w in (True, False)})
 _where = _ew("where", ("c", "x", "y"), out="where(c, x, y)", floating=False, bool_args=("c",),
              x="where(c, 1, 0)", y="where(c, 0, 1)")
 

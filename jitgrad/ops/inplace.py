@@ -11,7 +11,7 @@ from .. import _state
 from .. import dtypes as _dt
 from .._node import inplace_target
 from ..tensor import Tensor
-from .registry import call, compute_dtype, record
+from .registry import FW, call, compute_dtype, record
 from .shape import apply_chain
 
 LEAF_MESSAGE = "a leaf Variable that requires grad is being used in an in-place operation."
@@ -63,14 +63,33 @@ def apply_inplace(x, compute):
             _rebase_view(x, r)
         else:
             x.grad_fn, x.output_nr, x._rg = r.grad_fn, r.output_nr, True
+    if FW[0] is not None and (r._fw is not None or x._fw is not None):
+        _update_tangent(x, r)
     return x
+
+
+def _update_tangent(x, r):
+    """Forward AD through an in-place op: x's tangent becomes r's (through a view,
+    the base's tangent is updated in the view's region)."""
+    from ..autograd.forward_ad import set_tangent
+    tangent = r._fw if r._fw is not None else Tensor(np.zeros_like(r._data))
+    base = x._base
+    if base is None:
+        set_tangent(x, tangent)
+        return
+    if base._fw is None:
+        set_tangent(base, Tensor(np.zeros_like(base._data)))
+    region = apply_chain(base._fw, x._view_chain)
+    region._data[...] = tangent._data
+    set_tangent(x, region)
 
 
 def inplace_elementwise(op, x, *others):
     """x = op(x, *others) in place; without a graph to record, a single kernel
     call writes straight into x's storage."""
     loc = _state.local
-    if not (loc.grad_enabled and (x._rg or any(isinstance(o, Tensor) and o._rg for o in others))):
+    if not (loc.grad_enabled and (x._rg or any(isinstance(o, Tensor) and o._rg for o in others))) \
+            and not (FW[0] is not None and _has_tangent((x,) + others)):
         check_writable(x)
         kdt, res_dt = compute_dtype(op, (x,) + others)
         if kdt == res_dt == x._data.dtype and not op.bool_out:
@@ -82,6 +101,10 @@ def inplace_elementwise(op, x, *others):
                 x._vc[0] += 1
                 return x
     return apply_inplace(x, lambda t: call(op, t, *others))
+
+
+def _has_tangent(values):
+    return any(isinstance(v, Tensor) and v._fw is not None for v in values)
 
 
 def _copy_slices_backward(node, g):

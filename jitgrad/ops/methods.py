@@ -144,7 +144,7 @@ def setitem(x, key, value):
 
 def _needs_graph(x):
     from .. import _state
-    return _state.local.grad_enabled and x._rg
+    return _state.local.grad_enabled and x._rg or _state.fw_level[0] is not None
 
 
 UNARY = ("exp", "exp2", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan",

@@ -7,7 +7,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..tensor import Tensor, wrap_dim
 from . import formulas as E
-from .registry import record
+from .registry import FW, jvp, record
 from .shape import expand, gather, reshape, scatter_add_zeros, sum_to_size, unsqueeze, flip  # noqa: F401
 
 values_indices = collections.namedtuple("return_types", ["values", "indices"])
@@ -53,6 +53,8 @@ def sum(x, dim=None, keepdim=False, dtype=None):
     out_dt = _dt.to_dtype(dtype).np if dtype is not None else (
         np.dtype(np.int64) if d.dtype.kind in "biu" else d.dtype)
     out = Tensor(np.asarray(d.sum(axis=axes, keepdims=keepdim, dtype=out_dt)))
+    if FW[0] is not None:
+        jvp(out, (x,), lambda tx: sum(tx, axes, keepdim))
     record("SumBackward0" if dim is None else "SumBackward1", (x,), (out,), _sum_backward,
            attrs=(d.shape, axes, keepdim))
     return out
@@ -77,6 +79,8 @@ def mean(x, dim=None, keepdim=False, dtype=None):
     d = x._data
     axes = _axes(dim, d.ndim)
     out = Tensor(np.asarray(d.mean(axis=axes, keepdims=keepdim)).astype(d.dtype, copy=False))
+    if FW[0] is not None:
+        jvp(out, (x,), lambda tx: mean(tx, axes, keepdim))
     record("MeanBackward0" if dim is None else "MeanBackward1", (x,), (out,), _mean_backward,
            attrs=(d.shape, axes, keepdim))
     return out
@@ -88,17 +92,20 @@ def _prod_backward(node, g):
     ge = _unreduce(g, shape, axes, keepdim)
     if not (x._data == 0).any():
         return (ge * _unreduce(out, shape, axes, keepdim) / x,)
-    # With zeros, out / x is undefined: use the product of the other elements.
-    moved = np.moveaxis(x._data, axes, range(-len(axes), 0)).reshape(
-        [s for i, s in enumerate(shape) if i not in axes] + [-1])
-    left = np.concatenate([np.ones(moved.shape[:-1] + (1,), moved.dtype),
-                           np.cumprod(moved, -1)[..., :-1]], -1)
-    right = np.concatenate([np.cumprod(moved[..., ::-1], -1)[..., :-1][..., ::-1],
-                            np.ones(moved.shape[:-1] + (1,), moved.dtype)], -1)
-    excl = (left * right).reshape([s for i, s in enumerate(shape) if i not in axes]
-                                  + [shape[a] for a in axes])
-    others = np.moveaxis(excl, range(-len(axes), 0), axes)
-    return (ge * Tensor(np.ascontiguousarray(others)),)
+    return (ge * _prod_others(x._data, axes),)
+
+
+def _prod_others(d, axes):
+    """For each element, the product of the other elements of its reduction
+    (exclusive cumulative products from both sides: exact where out / x is 0 / 0)."""
+    shape = d.shape
+    kept = [s for i, s in enumerate(shape) if i not in axes]
+    moved = np.moveaxis(d, axes, range(-len(axes), 0)).reshape(kept + [-1])
+    ones = np.ones(moved.shape[:-1] + (1,), moved.dtype)
+    left = np.concatenate([ones, np.cumprod(moved, -1)[..., :-1]], -1)
+    right = np.concatenate([np.cumprod(moved[..., ::-1], -1)[..., :-1][..., ::-1], ones], -1)
+    excl = (left * right).reshape(kept + [shape[a] for a in axes])
+    return Tensor(np.ascontiguousarray(np.moveaxis(excl, range(-len(axes), 0), axes)))
 
 
 def prod(x, dim=None, keepdim=False, dtype=None):
@@ -108,9 +115,23 @@ def prod(x, dim=None, keepdim=False, dtype=None):
     axes = _axes(dim, d.ndim)
     out_dt = np.dtype(np.int64) if d.dtype.kind in "biu" else d.dtype
     out = Tensor(np.asarray(d.prod(axis=axes, keepdims=keepdim, dtype=out_dt)))
+    if FW[0] is not None:
+        jvp(out, (x,), lambda tx: sum(tx * _prod_others(x._data, axes), axes, keepdim))
     record("ProdBackward0" if dim is None else "ProdBackward1", (x,), (out,), _prod_backward,
            save=(x, out), names=("self", "result"), attrs=(d.shape, axes, keepdim))
     return out
+
+
+def _amax_jvp(tx, x, out, axes, keepdim):
+    mask = E.eq(x, _unreduce(out, x._data.shape, axes, keepdim))
+    return sum(tx * mask, axes, keepdim) / sum(mask, axes, keepdim)
+
+
+def _take(t, dim, indices, keepdim):
+    """t's elements at `indices` along dim (the tangent of max/min with dim)."""
+    idx = indices if keepdim else unsqueeze(indices, dim)
+    r = gather(t, dim, idx)
+    return r if keepdim else r.squeeze(dim)
 
 
 def _amax_backward(node, g):
@@ -131,6 +152,8 @@ def _extreme(x, dim, keepdim, fn, name):
     r = fn(d, axis=axes, keepdims=keepdim)
     out = Tensor(np.asarray(r))
     node = name.capitalize() + "Backward0"
+    if FW[0] is not None:
+        jvp(out, (x,), lambda tx: _amax_jvp(tx, x, out, axes, keepdim))
     record(node, (x,), (out,), _amax_backward, save=(x, out), names=("self", "result"),
            attrs=(d.shape, axes, keepdim))
     return out
@@ -165,6 +188,8 @@ def _max_min(x, dim, keepdim, name, arg_fn, full_fn):
     if not keepdim and d.ndim:
         vals, idx = vals.squeeze(ax), idx.squeeze(ax)
     values, indices = Tensor(np.ascontiguousarray(vals)), Tensor(idx.astype(np.int64))
+    if FW[0] is not None:
+        jvp(values, (x,), lambda tx: _take(tx, ax, indices, keepdim))
     record(name.capitalize() + "Backward0", (x,), (values,), _max_dim_backward, save=(indices,),
            names=("indices",), attrs=(ax, d.shape, keepdim))
     return values_indices(values, indices)
@@ -221,6 +246,9 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     d = x._data
     axes = _axes(dim, d.ndim)
     out = Tensor(np.asarray(d.var(axis=axes, ddof=corr, keepdims=keepdim)).astype(d.dtype, copy=False))
+    if FW[0] is not None:
+        jvp(out, (x,), lambda tx: sum((x - mean(x, axes, keepdim=True)) * tx, axes, keepdim)
+        * (2.0 / (_count(d.shape, axes) - corr)))
     record("VarBackward0", (x,), (out,), _var_backward, save=(x,), names=("self",),
            attrs=(d.shape, axes, keepdim, corr))
     return out
@@ -243,6 +271,9 @@ def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     d = x._data
     axes = _axes(dim, d.ndim)
     out = Tensor(np.asarray(d.std(axis=axes, ddof=corr, keepdims=keepdim)).astype(d.dtype, copy=False))
+    if FW[0] is not None:
+        jvp(out, (x,), lambda tx: sum((x - mean(x, axes, keepdim=True)) * tx, axes, keepdim)
+        / ((_count(d.shape, axes) - corr) * out))
     record("StdBackward0", (x,), (out,), _std_backward, save=(x, out), names=("self", "result"),
            attrs=(d.shape, axes, keepdim, corr))
     return out
@@ -264,6 +295,9 @@ def logsumexp(x, dim, keepdim=False):
     if not keepdim:
         r = r.reshape([s for i, s in enumerate(d.shape) if i not in axes])
     out = Tensor(np.asarray(r, dtype=d.dtype))
+    if FW[0] is not None:
+        jvp(out, (x,), lambda tx: sum(tx * E.exp(x - _unreduce(out, d.shape, axes, keepdim)),
+                                         axes, keepdim))
     record("LogsumexpBackward0", (x,), (out,), _logsumexp_backward, save=(x, out),
            names=("self", "result"), attrs=(d.shape, axes, keepdim))
     return out
@@ -272,18 +306,21 @@ def logsumexp(x, dim, keepdim=False):
 def _norm_backward(node, g):
     shape, axes, keepdim, p = node._attrs
     x, out = node.saved()
-    ge = _unreduce(g, shape, axes, keepdim)
+    return (_unreduce(g, shape, axes, keepdim) * _norm_backward_core(x, out, shape, axes, keepdim, p),)
+
+
+def _norm_backward_core(x, out, shape, axes, keepdim, p):
+    """d norm / d x, with torch's subgradient 0 where the norm is 0."""
     oe = _unreduce(out, shape, axes, keepdim)
     if p == 1:
-        return (ge * E.sign(x),)
+        return E.sign(x)
     if p == float("inf"):
         mask = E.eq(E.abs(x), oe)
-        return (ge * E.sign(x) * mask / sum(mask, axes, keepdim=True),)
-    # torch's subgradient: 0 where the norm is 0.
+        return E.sign(x) * mask / sum(mask, axes, keepdim=True)
     safe = E.where(E.eq(oe, 0), 1.0, oe)
     if p == 2:
-        return (E.where(E.eq(oe, 0), 0.0, ge * x / safe),)
-    return (E.where(E.eq(oe, 0), 0.0, ge * x * E.abs(x) ** (p - 2) / safe ** (p - 1)),)
+        return E.where(E.eq(oe, 0), 0.0, x / safe)
+    return E.where(E.eq(oe, 0), 0.0, x * E.abs(x) ** (p - 2) / safe ** (p - 1))
 
 
 def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
@@ -306,6 +343,9 @@ def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
     else:
         r = (a ** p).sum(axis=axes, keepdims=keepdim) ** (1.0 / p)
     out = Tensor(np.asarray(r, dtype=d.dtype))
+    if FW[0] is not None:
+        jvp(out, (x,), lambda tx: sum(tx * _norm_backward_core(x, out, d.shape, axes, keepdim, p),
+                                         axes, keepdim))
     record("NormBackward1", (x,), (out,), _norm_backward, save=(x, out), names=("self", "result"),
            attrs=(d.shape, axes, keepdim, float(p)))
     return out
@@ -323,6 +363,8 @@ def cumsum(x, dim, dtype=None):
     ax = wrap_dim(dim, d.ndim)
     out_dt = np.dtype(np.int64) if d.dtype.kind in "biu" else d.dtype
     out = Tensor(np.cumsum(d, axis=ax, dtype=out_dt) if d.ndim else d.astype(out_dt).copy())
+    if FW[0] is not None:
+        jvp(out, (x,), lambda tx: cumsum(tx, ax))
     record("CumsumBackward0", (x,), (out,), _cumsum_backward, attrs=ax)
     return out
 

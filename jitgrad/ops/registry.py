@@ -129,6 +129,33 @@ def record(name, inputs, outputs, backward, save=(), names=(), attrs=None):
         o.grad_fn, o.output_nr, o._rg = node, i, True
 
 
+FW = _state.fw_level
+
+
+def jvp(outputs, inputs, rule):
+    """Forward AD: give `outputs` (a Tensor or a tuple) the tangents `rule(*tangents)`
+    if an input carries one (None stands for an input without). Callers test
+    `FW[0] is not None` first, so forward AD costs nothing when off."""
+    tangents = [t._fw if isinstance(t, Tensor) else None for t in inputs]
+    for t in tangents:
+        if t is not None:
+            break
+    else:
+        return
+    from ..autograd.forward_ad import set_tangent
+    prev, FW[0] = FW[0], None  # tangents are plain tensors: no tangent of a tangent
+    try:
+        res = rule(*tangents)
+    finally:
+        FW[0] = prev
+    if isinstance(outputs, Tensor):
+        set_tangent(outputs, res)
+    else:
+        for o, r in zip(outputs, res):
+            if r is not None:
+                set_tangent(o, r)
+
+
 # ---------------------------------------------------------------------------------
 # Elementwise ops
 
@@ -214,6 +241,19 @@ class ElementwiseOp:
             k = self._bwd[key] = (fn, idx, uses_out)
         return k
 
+    def jvp_kernel(self, kdt, mask):
+        """ufunc of sum_i t_i * partial_i over (operands..., out, t_i for i in mask)."""
+        key = ("jvp", kdt, mask)
+        k = self._fwd.get(key)
+        if k is None:
+            idx = [i for i in range(self.n_args) if mask >> i & 1]
+            names = self.args + ("out",) + tuple(f"t{i}" for i in idx)
+            src = " + ".join(f"t{i} * ({self.partial_src[i]})" for i in idx)
+            body, _ = parse(src, names)
+            dts = self.arg_dtypes(kdt) + [kdt] * (1 + len(idx))
+            k = self._fwd[key] = _cpu.ufunc(f"{self.name}_jvp{mask}", names, body, dts, kdt, kdt)
+        return k
+
     def tensor_partial(self, i):
         """partial_i as a Python function of Tensors (for create_graph)."""
         fn = self._tensor_fns[i]
@@ -243,7 +283,7 @@ class ElementwiseNode(Node):
         op = self._op
         if g is None:
             return (None,) * op.n_args
-        if _state.local.grad_enabled:
+        if _state.local.grad_enabled or FW[0] is not None:
             return self._apply_graph(g)
         kdt = self._kdt
         garr = g._data
@@ -401,9 +441,44 @@ def call(op, *operands, out_arr=None):
     if res_dt != kdt and not op.bool_out:
         r = r.astype(res_dt)
     out = Tensor(r)
+    if FW[0] is not None and op.differentiable:
+        _elementwise_jvp(op, operands, arrays, out, kdt)
     if rg and op.differentiable and _state.local.grad_enabled:
         _record_elementwise(op, operands, out, kdt)
     return out
+
+
+def _elementwise_jvp(op, operands, arrays, out, kdt):
+    """tangent_out = sum_i tangent_i * partial_i: one generated kernel, or the same
+    formulas on Tensors when the tangent must itself be differentiable."""
+    mask, tangents = 0, []
+    for i, v in enumerate(operands):
+        t = v._fw if type(v) is Tensor and op.partials[i] is not None else None
+        if t is not None:
+            mask |= 1 << i
+        tangents.append(t)
+    if not mask:
+        return
+    from ..autograd.forward_ad import set_tangent
+    recording = _state.local.grad_enabled and any(
+        type(v) is Tensor and v._rg for v in list(operands) + tangents)
+    prev, FW[0] = FW[0], None
+    try:
+        if recording:
+            res = None
+            for i, t in enumerate(tangents):
+                if t is None:
+                    continue
+                c = op.const_partials[i]
+                term = t * c if c is not None else t * op.tensor_partial(i)(*operands, out)
+                res = term if res is None else res + term
+        else:
+            tarrs = [t._data.astype(kdt, copy=False) for t in tangents if t is not None]
+            r = op.jvp_kernel(kdt, mask)(*arrays, out._data.astype(kdt, copy=False), *tarrs)
+            res = Tensor(np.asarray(r).astype(out._data.dtype, copy=False))
+    finally:
+        FW[0] = prev
+    set_tangent(out, res)
 
 
 def _parallel_call(op, kdt, arrays, out_arr):

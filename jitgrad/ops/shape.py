@@ -6,7 +6,7 @@ import numpy as np
 from .. import _state
 from .. import dtypes as _dt
 from ..tensor import Tensor, wrap_dim
-from .registry import record
+from .registry import FW, jvp, record
 
 
 def _as_shape(args):
@@ -24,6 +24,11 @@ def make_view(x, arr, fn, args):
     out._view_chain = (x._view_chain or ()) + ((fn, args),)
     out._inference = x._inference
     return out
+
+
+def _or_zeros(tangent, like):
+    """A missing tangent of a multi-input op counts as zeros of the input's shape."""
+    return tangent if tangent is not None else Tensor(np.zeros_like(like._data))
 
 
 def apply_chain(t, chain):
@@ -67,6 +72,8 @@ def view(x, *shape):
             f"view size is not compatible with input tensor's size and stride (at least one "
             f"dimension spans across two contiguous subspaces). Use .reshape(...) instead.") from None
     out = make_view(x, arr, view, (shape,))
+    if FW[0] is not None:
+        jvp(out, (x,), lambda tx: view(tx, shape))
     record("ViewBackward0", (x,), (out,), _reshape_backward, attrs=x._data.shape)
     return out
 
@@ -83,6 +90,8 @@ def reshape(x, *shape):
     except AttributeError:
         out = Tensor(x._data.reshape(shape))
         name = "UnsafeViewBackward0"
+    if FW[0] is not None:
+        jvp(out, (x,), lambda tx: reshape(tx, shape))
     record(name, (x,), (out,), _reshape_backward, attrs=x._data.shape)
     return out
 
@@ -142,6 +151,8 @@ def expand(x, *sizes):
     if target == shp:
         return view(x, shp)
     out = make_view(x, np.broadcast_to(x._data, target), expand, (target,))
+    if FW[0] is not None:
+        jvp(out, (x,), lambda tx: expand(tx, target))
     record("ExpandBackward0", (x,), (out,), _expand_backward, attrs=shp)
     return out
 
@@ -167,6 +178,8 @@ def sum_to_size(x, *shape):
     if not axes:
         return x
     out = Tensor(arr.sum(axis=axes).reshape(shape))
+    if FW[0] is not None:
+        jvp(out, (x,), lambda tx: sum_to_size(tx, shape))
     record("SumBackward1", (x,), (out,), _sum_to_backward, attrs=arr.shape)
     return out
 
@@ -179,6 +192,8 @@ def transpose(x, dim0, dim1):
     nd = x._data.ndim
     a, b = wrap_dim(dim0, nd), wrap_dim(dim1, nd)
     out = make_view(x, np.swapaxes(x._data, a, b), transpose, (a, b))
+    if FW[0] is not None:
+        jvp(out, (x,), lambda tx: transpose(tx, a, b))
     record("TransposeBackward0", (x,), (out,), _transpose_backward, attrs=(a, b))
     return out
 
@@ -192,6 +207,8 @@ def t(x):
     if x._data.ndim < 2:
         return view(x, x._data.shape)
     out = make_view(x, x._data.T, t, ())
+    if FW[0] is not None:
+        jvp(out, (x,), t)
     record("TBackward0", (x,), (out,), lambda node, g: (t(g),))
     return out
 
@@ -211,6 +228,8 @@ def permute(x, *dims):
     if len(set(dims)) != nd:
         raise RuntimeError("permute(): duplicate dims are not allowed.")
     out = make_view(x, np.transpose(x._data, dims), permute, (dims,))
+    if FW[0] is not None:
+        jvp(out, (x,), lambda tx: permute(tx, dims))
     record("PermuteBackward0", (x,), (out,), _permute_backward, attrs=dims)
     return out
 
@@ -222,12 +241,16 @@ def T(x):
 def flip(x, dims):
     dims = tuple(wrap_dim(d, x._data.ndim) for d in (dims if isinstance(dims, (tuple, list)) else (dims,)))
     out = Tensor(np.flip(x._data, dims).copy())
+    if FW[0] is not None:
+        jvp(out, (x,), lambda tx: flip(tx, dims))
     record("FlipBackward0", (x,), (out,), lambda node, g: (flip(g, node._attrs),), attrs=dims)
     return out
 
 
 def clone(x, memory_format=None):
     out = Tensor(x._data.copy())
+    if FW[0] is not None:
+        jvp(out, (x,), clone)
     record("CloneBackward0", (x,), (out,), lambda node, g: (g,))
     return out
 
@@ -242,6 +265,8 @@ def to_dtype(x, dtype):
         return x
     out = Tensor(x._data.astype(np_dt))
     if np_dt.kind in "fc":
+        if FW[0] is not None:
+            jvp(out, (x,), lambda tx: to_dtype(tx, np_dt))
         record("ToCopyBackward0", (x,), (out,), lambda node, g: (to_dtype(g, node._attrs),),
                attrs=x._data.dtype)
     return out
@@ -297,6 +322,8 @@ def index_put_zeros(g, shape, key):
     else:
         arr[k] = g._data
     out = Tensor(arr)
+    if FW[0] is not None:
+        jvp(out, (g,), lambda tg: index_put_zeros(tg, shape, key))
     record("IndexPutBackward0", (g,), (out,), _scatter_backward, attrs=(shape, key))
     return out
 
@@ -319,6 +346,8 @@ def getitem(x, key):
         out = make_view(x, arr, getitem, (key,))
         ints = all(isinstance(i, (int, np.integer)) for i in k)
         name = "SelectBackward0" if ints else "SliceBackward0"
+    if FW[0] is not None:
+        jvp(out, (x,), lambda tx: getitem(tx, key))
     record(name, (x,), (out,), _getitem_backward, attrs=(x._data.shape, key))
     return out
 
@@ -370,6 +399,9 @@ def index_put(x, key, value):
             f"indexing result of shape {list(x._data[k].shape)}") from None
     out = Tensor(arr)
     vt = value if isinstance(value, Tensor) else None
+    if FW[0] is not None:
+        jvp(out, (x, vt), lambda tx, tv: index_put(
+            _or_zeros(tx, x), key, _or_zeros(tv, vt) if vt is not None else 0))
     record("IndexPutBackward0", (x, vt), (out,), _put_backward,
            attrs=(key, vt._data.shape if vt is not None else None))
     return out
@@ -416,6 +448,8 @@ def cat(tensors, dim=0):
                 f"{s[0 if d else min(1, nd - 1)] if len(s) > 1 else (s[0] if s else 0)} for tensor "
                 f"number {i} in the list (shapes {[list(x._data.shape) for x in tensors]}).")
     out = Tensor(np.concatenate([t._data.astype(dt, copy=False) for t in tensors], axis=d))
+    if FW[0] is not None:
+        jvp(out, tensors, lambda *ts: cat([_or_zeros(u, v) for u, v in zip(ts, tensors)], d))
     record("CatBackward0", tensors, (out,), _cat_backward,
            attrs=(d, [t._data.shape[d] for t in tensors]))
     return out
@@ -470,6 +504,8 @@ def split(x, split_size_or_sections, dim=0):
             o = narrow(x, d, start, s)
             outs.append(o)
             start += s
+    if FW[0] is not None:
+        jvp(outs, (x,), lambda tx: split(tx, split_size_or_sections, d))
     record(name, (x,), outs, _split_backward, attrs=(d, sizes, x._data.shape, x._data.dtype))
     return tuple(outs)
 
@@ -491,6 +527,8 @@ def unbind(x, dim=0):
     d = wrap_dim(dim, x._data.ndim)
     with _no_record():
         outs = [select(x, d, i) for i in range(x._data.shape[d])]
+    if FW[0] is not None:
+        jvp(outs, (x,), lambda tx: unbind(tx, d))
     record("UnbindBackward0", (x,), outs, _unbind_backward, attrs=(d, x._data.shape, x._data.dtype))
     return tuple(outs)
 
@@ -533,6 +571,8 @@ def gather(x, dim, index):
                            f"{x._data.shape[d]}")
     src = x._data[tuple(slice(0, s) if i != d else slice(None) for i, s in enumerate(idx.shape))]
     out = Tensor(np.take_along_axis(src, idx, axis=d))
+    if FW[0] is not None:
+        jvp(out, (x,), lambda tx: gather(tx, d, index))
     record("GatherBackward0", (x,), (out,), _gather_backward, save=(index,), names=("index",),
            attrs=(d, x._data.shape))
     return out
@@ -553,6 +593,8 @@ def scatter_add_zeros(src, dim, index, shape):
     key = tuple(idx if i == dim else grids[i] for i in range(nd))
     np.add.at(arr, key, src._data)
     out = Tensor(arr)
+    if FW[0] is not None:
+        jvp(out, (src,), lambda ts: scatter_add_zeros(ts, dim, index, shape))
     record("ScatterAddBackward0", (src,), (out,), _scatter_add_backward, save=(index,),
            names=("index",), attrs=(dim, shape))
     return out
@@ -575,6 +617,8 @@ def index_select(x, dim, index):
     except IndexError as e:
         raise IndexError(f"index out of range in self: {_index_error(e)}") from None
     out = Tensor(arr)
+    if FW[0] is not None:
+        jvp(out, (x,), lambda tx: index_select(tx, d, index))
     record("IndexSelectBackward0", (x,), (out,), _index_select_backward, save=(index,),
            names=("index",), attrs=(d, x._data.shape))
     return out

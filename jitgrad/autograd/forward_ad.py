@@ -1,0 +1,109 @@
+"""Forward-mode AD: dual tensors carry a tangent that every op propagates.
+
+Elementwise ops derive their JVP from the formula table (sum of tangent_i *
+partial_i, one generated kernel); every other op has its rule next to its
+backward (see `jvp` calls in ops/). Tangents live on the tensors; leaving a
+`dual_level` drops them all.
+"""
+import collections
+import weakref
+
+from .. import _state
+from ..tensor import Tensor
+
+UnpackedDualTensor = collections.namedtuple("UnpackedDualTensor", ["primal", "tangent"])
+
+# Every tensor given a tangent at the current level, by id (a WeakSet would compare
+# tensors with ==, which is elementwise).
+_duals = {}
+
+
+def enter_dual_level():
+    if _state.fw_level[0] is not None:
+        raise RuntimeError("Nested forward mode AD is not supported at the moment")
+    _state.fw_level[0] = 0
+    return 0
+
+
+def exit_dual_level(*, level=None):
+    if _state.fw_level[0] is None:
+        raise RuntimeError("Trying to exit a forward AD level that was not the last one that "
+                           "was created. This is not supported.")
+    for ref in list(_duals.values()):
+        t = ref()
+        if t is not None:
+            t._fw = None
+    _duals.clear()
+    _state.fw_level[0] = None
+
+
+class dual_level:
+    """Context for forward AD: inside, make_dual creates dual tensors; on exit
+    every tangent of the level is dropped.
+
+    >>> import jitgrad
+    >>> import jitgrad.autograd.forward_ad as fwAD
+    >>> x = jitgrad.tensor([0.0, 1.0])
+    >>> with fwAD.dual_level():
+    ...     y = fwAD.make_dual(x, jitgrad.ones(2)).sin()
+    ...     fwAD.unpack_dual(y).tangent
+    tensor([1.0000, 0.5403])
+    """
+
+    def __enter__(self):
+        return enter_dual_level()
+
+    def __exit__(self, *exc):
+        exit_dual_level()
+
+
+def _check_level(level, who):
+    if _state.fw_level[0] is None:
+        raise RuntimeError(f"{who} requires an active dual level: use it inside "
+                           "`with jitgrad.autograd.forward_ad.dual_level():`")
+    if level is not None and level != _state.fw_level[0]:
+        raise RuntimeError(f"{who}: level {level} is not the active dual level "
+                           f"({_state.fw_level[0]})")
+
+
+def set_tangent(t, tangent):
+    t._fw = tangent
+    key = id(t)
+    if key not in _duals:
+        _duals[key] = weakref.ref(t, lambda _, key=key: _duals.pop(key, None))
+
+
+def make_dual(tensor, tangent, *, level=None):
+    """A tensor whose primal is `tensor` (a view of it) and whose tangent is `tangent`."""
+    _check_level(level, "make_dual")
+    if not isinstance(tensor, Tensor) or not isinstance(tangent, Tensor):
+        raise TypeError("make_dual expects a Tensor primal and a Tensor tangent")
+    if tangent._data.shape != tensor._data.shape:
+        raise RuntimeError(
+            "Trying to set a forward gradient that has a different size than that of the original "
+            f"Tensor, this is not supported. Tensor is of size {list(tensor.shape)} while the "
+            f"given forward gradient is of size {list(tangent.shape)}.")
+    if tensor._data.dtype.kind not in "fc":
+        raise ValueError(f"Expected primal to be floating point or complex, but got: {tensor.dtype}")
+    if tangent._data.dtype != tensor._data.dtype:
+        raise RuntimeError(f"Expected tangent to have the same dtype as the primal: got "
+                           f"{tangent.dtype} and {tensor.dtype}")
+    out = tensor.view(tensor.shape)
+    set_tangent(out, tangent)
+    return out
+
+
+def unpack_dual(tensor, *, level=None):
+    """(primal, tangent) of a dual tensor; tangent is None for a plain tensor."""
+    if _state.fw_level[0] is None:
+        return UnpackedDualTensor(tensor, None)
+    _check_level(level, "unpack_dual")
+    tangent = tensor._fw
+    if tangent is None:
+        return UnpackedDualTensor(tensor, None)
+    prev, _state.fw_level[0] = _state.fw_level[0], None
+    try:
+        primal = tensor.view(tensor.shape)
+    finally:
+        _state.fw_level[0] = prev
+    return UnpackedDualTensor(primal, tangent)
