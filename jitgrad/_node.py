@@ -53,11 +53,11 @@ _handle_ids = iter(range(1 << 62)).__next__
 class Node:
     """Base of every `grad_fn`. Subclasses implement `apply(grads) -> grads`,
     one gradient per output in, one per `next_functions` entry out."""
-    __slots__ = ("next_functions", "_seq", "_in_meta", "_pre_hooks", "_hooks", "_tensor_hooks",
+    __slots__ = ("_edges", "_seq", "_in_meta", "_pre_hooks", "_hooks", "_tensor_hooks",
                  "_retain", "_metadata", "_anomaly", "__weakref__")
 
-    def __init__(self, next_functions, in_meta):
-        self.next_functions = next_functions
+    def __init__(self, edges, in_meta):
+        self._edges = edges  # one (node, output_nr) per input, aligned with _in_meta
         self._in_meta = in_meta  # per input: (shape, numpy dtype) or None if no grad flows
         self._seq = _state.next_seq()
         self._pre_hooks = self._hooks = self._tensor_hooks = self._retain = None
@@ -66,6 +66,10 @@ class Node:
 
     def name(self):
         return type(self).__name__
+
+    @property
+    def next_functions(self):
+        return tuple(self._edges)
 
     @property
     def metadata(self):
@@ -114,7 +118,7 @@ def count_dependencies(roots):
     deps, seen, stack = {}, set(roots), list(roots)
     while stack:
         node = stack.pop()
-        for nxt, _ in node.next_functions:
+        for nxt, _ in node._edges:
             if nxt is not None:
                 deps[nxt] = deps.get(nxt, 0) + 1
                 if nxt not in seen:

@@ -231,11 +231,11 @@ def _needed_nodes(roots, targets):
         node, done = stack.pop()
         if done:
             needed[node] = node in target_nodes or any(
-                needed.get(n, False) for n, _ in node.next_functions if n is not None)
+                needed.get(n, False) for n, _ in node._edges if n is not None)
         elif node not in needed:
             needed[node] = False  # placeholder: visited
             stack.append((node, True))
-            stack.extend((n, False) for n, _ in node.next_functions
+            stack.extend((n, False) for n, _ in node._edges
                          if n is not None and n not in needed)
     return {n for n, v in needed.items() if v}
 
@@ -320,7 +320,7 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                     continue
                 if accumulate_nodes is not None and node in accumulate_nodes:
                     _retain_into_grad(node, grads, targets, accumulate_into)
-                if filtered and not any(n in needed for n, _ in node.next_functions
+                if filtered and not any(n in needed for n, _ in node._edges
                                         if n is not None):
                     continue
                 if node._pre_hooks is not None:
@@ -337,7 +337,7 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                             out = list(r)
                 if not retain_graph:
                     node._release()
-                edges, in_meta = node.next_functions, node._in_meta
+                edges, in_meta = node._edges, node._in_meta
             i = -1
             for (nxt, nr), g in zip(edges, out):
                 i += 1
@@ -367,6 +367,11 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
     finally:
         local.grad_enabled = prev_grad_mode
         local.graph_tasks = local.graph_tasks[:-1]
+    if owner is not None and not all(g.ran for g in owner.values()):
+        # every planned node is reachable, so a group that never ran is a planner bug:
+        # fail loudly rather than leave gradients silently missing
+        raise RuntimeError("internal error: a fused backward group never became ready; "
+                           "rerun with jitgrad.autograd.set_fusion_enabled(False) and report it")
     return captured
 
 

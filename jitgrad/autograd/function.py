@@ -192,7 +192,7 @@ def _wire(ctx, args, outputs, record):
         if not any(d is a for a in args):
             raise RuntimeError("mark_dirty() was given a tensor that is not an input of forward")
     if record:
-        ctx.next_functions = tuple(edge_of(a) for a in args if isinstance(a, Tensor))
+        ctx._edges = tuple(edge_of(a) for a in args if isinstance(a, Tensor))
         ctx._in_meta = tuple((a._data.shape, a._data.dtype) if a._rg else None
                              for a in args if isinstance(a, Tensor))
         ctx._arg_is_tensor = tuple(isinstance(a, Tensor) for a in args)

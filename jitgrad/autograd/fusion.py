@@ -52,46 +52,63 @@ def _fusable(node):
 
 
 def plan(nodes, deps, roots, excluded):
-    """Map each fused node to its FusedGroup (groups of two or more nodes)."""
+    """Map each fused node to its FusedGroup (groups of two or more nodes).
+
+    Nodes are visited newest first (the order backward runs them); a node joins
+    the group of a consumer it is linked to by a fusable edge, unless one of its
+    other consumers is outside that group and could run after the group's head
+    (its sequence number is lower): such a consumer may be fed by the group
+    itself, and waiting for it would deadlock. Every path that leaves a group
+    therefore never comes back into it."""
     ok = {c for c in nodes if _fusable(c)}
     if excluded:
         ok -= excluded
-    parent = {}
-    internal_in = {}
-    for c in ok:
-        shape, kdt, meta, mask = c._shape, c._kdt, c._in_meta, c._mask
-        i = -1
-        for p, _ in c.next_functions:
-            i += 1
-            if p not in ok or not mask >> i & 1:
+    consumers = {}
+    for c in nodes:
+        for p, _ in c._edges:
+            if p in ok:
+                consumers.setdefault(p, []).append(c)
+    group_of = {}  # node -> (members list, members set)
+    for p in sorted(ok, key=_by_newest):
+        chosen = None
+        users = consumers.get(p, ())
+        for c in users:
+            g = group_of.get(c)
+            if g is None or g is chosen or not _fusable_edge(c, p):
                 continue
-            m = meta[i]
-            if p._shape != shape or p._kdt != kdt or m[0] != shape or m[1] != kdt:
-                continue
-            # union by walking to the roots (graphs are shallow forests here)
-            ra = parent.setdefault(c, c)
-            while parent[ra] is not ra:
-                ra = parent[ra]
-            rb = parent.setdefault(p, p)
-            while parent[rb] is not rb:
-                rb = parent[rb]
-            if ra is not rb:
-                parent[ra] = rb
-            parent[c] = rb
-            internal_in[p] = internal_in.get(p, 0) + 1
-    comps = {}
-    for a in parent:
-        r = a
-        while parent[r] is not r:
-            r = parent[r]
-        comps.setdefault(r, []).append(a)
+            head_seq = g[0][0]._seq
+            if all(u in g[1] or u._seq > head_seq for u in users):
+                chosen = g
+                break
+        if chosen is None:
+            group_of[p] = ([p], {p})
+        else:
+            chosen[0].append(p)
+            chosen[1].add(p)
+            group_of[p] = chosen
     owner = {}
-    for members in comps.values():
-        members.sort(key=_by_newest)
-        group = FusedGroup(members, deps, internal_in, roots)
-        for m in members:
-            owner[m] = group
+    for members, _ in {id(g): g for g in group_of.values()}.values():
+        if len(members) > 1:
+            group = FusedGroup(members, deps, roots)
+            for m in members:
+                owner[m] = group
     return owner
+
+
+def _fusable_edge(c, p):
+    """Does consumer c read p's output with the same shape and dtype (no broadcast,
+    no promotion) for an input that needs its gradient?"""
+    shape, kdt = c._shape, c._kdt
+    if p._shape != shape or p._kdt != kdt:
+        return False
+    i = -1
+    for q, _ in c._edges:
+        i += 1
+        if q is p and c._mask >> i & 1:
+            m = c._in_meta[i]
+            if m[0] == shape and m[1] == kdt:
+                return True
+    return False
 
 
 def _by_newest(node):
@@ -100,14 +117,20 @@ def _by_newest(node):
 
 class FusedGroup:
     __slots__ = ("members", "_seq", "pending", "ext_in", "edges", "slot_meta", "kernel_spec",
-                 "shape", "kdt")
+                 "shape", "kdt", "ran")
 
-    def __init__(self, members, deps, internal_in, roots):
+    def __init__(self, members, deps, roots):
         self.members = members
+        self.ran = False
         self._seq = members[0]._seq
         self.shape = members[0]._shape
         self.kdt = members[0]._kdt
         index = {m: k for k, m in enumerate(members)}
+        internal_in = {}
+        for m in members:
+            for j, (p, _) in enumerate(m._edges):
+                if p in index and m._mask >> j & 1:
+                    internal_in[p] = internal_in.get(p, 0) + 1
         self.pending = 0
         ext_in, specs, slots, slot_meta, edges = [], [], {}, [], []
         for k, m in enumerate(members):
@@ -119,7 +142,7 @@ class FusedGroup:
             kinds = tuple(("a" if type(s) is SavedTensor else "s") if need else "-"
                           for s, need in zip(m._saved, need_args))
             targets = []
-            for j, (p, nr) in enumerate(m.next_functions):
+            for j, (p, nr) in enumerate(m._edges):
                 if p is None:
                     targets.append(None)
                 elif not mask >> j & 1:
@@ -147,6 +170,7 @@ class FusedGroup:
 
     def run(self, buffers, retain_graph):
         """Run the group's kernel; return (edges, grads, metas) leaving the group."""
+        self.ran = True
         shape, kdt = self.shape, self.kdt
         n = 1
         for s in shape:

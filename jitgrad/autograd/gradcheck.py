@@ -36,8 +36,8 @@ as a keyword argument.
 
 _FORWARD_AD_MISSING = ("check_forward_ad=True needs forward-mode AD, which jitgrad does not "
                        "implement yet")
-_BATCHED_MISSING = ("check_batched_grad=True needs batched gradients (vmap), which jitgrad does not "
-                    "implement yet; pass check_batched_grad=False")
+_BATCHED_MISSING = ("check_batched_grad=True needs batched gradients (vmap), which jitgrad does "
+                    "not implement yet; pass check_batched_grad=False")
 
 # Fast mode's random vectors come from their own generator (torch does the same),
 # so a gradcheck neither reads nor advances the user's jitgrad.manual_seed stream.
@@ -83,7 +83,7 @@ def _check_inputs(inputs):
             warnings.warn(
                 f"Input #{idx} requires gradient and is not a double precision floating point or "
                 "complex. This check will likely fail if all the inputs are not of double "
-                "precision floating point or complex. ", stacklevel=3)
+                "precision floating point or complex. ", stacklevel=4)
         if d.size and not all(st != 0 or sz <= 1 for st, sz in zip(d.strides, d.shape)):
             raise RuntimeError(
                 f"The {idx}th input has a dimension with stride 0. gradcheck only supports inputs "
@@ -226,13 +226,14 @@ def _vjp(output, diff_inputs, grad_output):
     return _grad(output, diff_inputs, Tensor(grad_output), retain_graph=True, allow_unused=True)
 
 
-def _stack_rows(rows, diff_inputs, n_rows):
-    """rows[r][i]: the r-th v^T J for input i (a Tensor or None) -> per input an
-    array (input numel, n_rows); plus whether sizes and dtypes matched the inputs."""
+def _jacobian_rows(output, diff_inputs, n_rows, grad_output):
+    """Stack v^T J for v = grad_output(r), r < n_rows (arrays of the output's
+    shape), into per input an array (input numel, n_rows), copying each row as
+    it comes; plus whether gradient sizes and dtypes matched the inputs."""
     sizes_ok = types_ok = True
     jacs = [np.zeros((x._data.size, n_rows), x._data.dtype) for x in diff_inputs]
-    for r, grads in enumerate(rows):
-        for i, g in enumerate(grads):
+    for r in range(n_rows):
+        for i, g in enumerate(_vjp(output, diff_inputs, grad_output(r))):
             if g is None:
                 continue
             x = diff_inputs[i]
@@ -251,20 +252,17 @@ def _analytical_jacobian(inputs, output, nondet_tol, check_grad_dtypes, v=None):
     diff_inputs = [inputs[i] for i in _diff_input_indices(inputs)]
     d = output._data
     if v is None:
-        def rows():
-            out = []
-            for j in range(d.size):
-                g = np.zeros(d.size, d.dtype)
-                g[j] = 1
-                out.append(_vjp(output, diff_inputs, g.reshape(d.shape)))
-            return out
+        def grad_output(r):
+            e = np.zeros(d.size, d.dtype)
+            e[r] = 1
+            return e.reshape(d.shape)
         n_rows = d.size
     else:
-        def rows():
-            return [_vjp(output, diff_inputs, v.reshape(d.shape).astype(d.dtype))]
+        def grad_output(r):
+            return v.reshape(d.shape).astype(d.dtype)
         n_rows = 1
-    jac1, sizes_ok, types_ok = _stack_rows(rows(), diff_inputs, n_rows)
-    jac2, _, _ = _stack_rows(rows(), diff_inputs, n_rows)
+    jac1, sizes_ok, types_ok = _jacobian_rows(output, diff_inputs, n_rows, grad_output)
+    jac2, _, _ = _jacobian_rows(output, diff_inputs, n_rows, grad_output)
     reentrant = all(j1.size == 0 or np.abs(j1 - j2).max() <= nondet_tol
                     for j1, j2 in zip(jac1, jac2))
     if not types_ok and check_grad_dtypes:

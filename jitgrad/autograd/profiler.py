@@ -20,6 +20,7 @@ Times are microseconds (float), from `time.perf_counter_ns`.
 """
 import functools
 import json
+import math
 import os
 import sys
 import tempfile
@@ -429,7 +430,6 @@ def _build_table(events, sort_by, row_limit, max_src_column_width, max_name_colu
         raw = [e.flops for e in events if e.flops > 0]
         if raw:
             units = ["FLOPs", "KFLOPs", "MFLOPs", "GFLOPs", "TFLOPs", "PFLOPs"]
-            import math
             k = int(max(0, min(math.log10(min(raw)) / 3, len(units) - 1)))
             flops_scale = 10.0 ** (-3 * k)
             headers.append(f"Total {units[k]}")
@@ -531,12 +531,12 @@ class profile:
     >>> averages["step"].self_cpu_time_total < averages["step"].cpu_time_total
     True
     >>> print(prof.key_averages().table(sort_by="self_cpu_time_total"))  # doctest: +SKIP
-    -----------------  ------------  ------------  ------------  ------------  ------------  ------------
-                 Name    Self CPU %      Self CPU   CPU total %     CPU total  CPU time avg    # of Calls
-    -----------------  ------------  ------------  ------------  ------------  ------------  ------------
-                 step        21.43%      31.221us       100.00%     145.710us      48.570us             3
-         SumBackward0        14.86%      21.651us        35.02%      51.030us      17.010us             3
-            aten::pow        13.61%      19.830us        13.61%      19.830us       6.610us             3
+    ------------  ------------  ------------  ------------  ------------  ------------  ------------
+            Name    Self CPU %      Self CPU   CPU total %     CPU total  CPU time avg    # of Calls
+    ------------  ------------  ------------  ------------  ------------  ------------  ------------
+            step        21.43%      31.221us       100.00%     145.710us      48.570us             3
+    SumBackward0        14.86%      21.651us        35.02%      51.030us      17.010us             3
+       aten::pow        13.61%      19.830us        13.61%      19.830us       6.610us             3
     ...
     """
 

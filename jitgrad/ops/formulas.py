@@ -39,7 +39,7 @@ erf = _ew("erf", out="erf(x)", x="1.1283791670955126 * exp(-x * x)")
 _softplus = _ew("softplus", args=("x", "beta", "threshold"),
                 out="where(x * beta > threshold, x, log1p(exp(x * beta)) / beta)",
                 x="where(x * beta > threshold, 1, 1 - 1 / (1 + exp(x * beta)))",
-                scalars={"beta": 1.5, "threshold": 20.0})
+                scalars={"beta": 1.5, "threshold": 20.0}, scalar_params=("beta", "threshold"))
 _gelu = _ew("gelu", out="0.5 * x * (1 + erf(x * 0.7071067811865476))",
             x="0.5 * (1 + erf(x * 0.7071067811865476)) + x * 0.3989422804014327 * exp(-0.5 * x * x)")
 _gelu_tanh = _ew("gelu_tanh",
@@ -60,7 +60,8 @@ relu = _ew("relu", out="where(x < 0, 0, x)", x="where(x > 0, 1, 0)", floating=Fa
 
 # ---- binary -------------------------------------------------------------------------
 add = _ew("add", _XY, out="x + y", x="1", y="1", floating=False)
-sub = _ew("sub", _XY, out="x - y", x="1", y="-1", floating=False)
+sub = _ew("sub", _XY, out="x - y", x="1", y="-1", floating=False, scalar_params=("x",),
+          node_names={(False, True): "RsubBackward1"})
 mul = _ew("mul", _XY, out="x * y", x="y", y="x", floating=False)
 div = _ew("div", _XY, out="x / y", x="1 / y", y="-out / y", domain=(0.5, 2.0))
 # torch: d/dx is 0 where the exponent is 0; d/dy is 0 where x == 0 and y >= 0.
@@ -68,7 +69,7 @@ pow = _ew("pow", _XY, out="x ** y", floating=False, domain=(0.5, 2.0),
           x="where(y == 0, 0, y * x ** (y - 1))",
           y="where(x == 0, where(y >= 0, 0, out * log(x)), out * log(x))",
           node_names={(True, False): "PowBackward0", (True, True): "PowBackward1",
-                      (False, True): "PowBackward2"})
+                      (False, True): "PowBackward2"}, scalar_params=("x", "y"))
 atan2 = _ew("atan2", _XY, out="atan2(x, y)", x="y / (x * x + y * y)", y="-x / (x * x + y * y)",
             domain=(0.5, 2.0))
 # NaN propagates (the last branch picks whichever is NaN); ties split the gradient, as torch.
@@ -80,16 +81,18 @@ minimum = _ew("minimum", _XY, out="where(x < y, x, where(x > y, y, where(x != x,
 _clamp = _ew("clamp", ("x", "lo", "hi"), out="where(x < lo, lo, where(x > hi, hi, x))",
              floating=False, x="where(x < lo, 0, where(x > hi, 0, 1))",
              lo="where(x < lo, 1, 0)", hi="where(x > hi, 1, 0)",
-             node_names={(True, False, False): "ClampBackward1"}, scalars={"lo": -0.5, "hi": 0.5})
+             node_names={(True, False, False): "ClampBackward1"}, scalars={"lo": -0.5, "hi": 0.5},
+             scalar_params=("lo", "hi"))
 # torch: LerpBackward0 for a Python-number weight, LerpBackward1 for a tensor weight.
 lerp = _ew("lerp", ("x", "y", "w"), out="x + w * (y - x)", x="1 - w", y="w", w="y - x",
            node_names={(a, b, w): f"LerpBackward{int(w)}"
-                       for a in (True, False) for b in (True, False) for w in (True, False)})
+                       for a in (True, False) for b in (True, False) for w in (True, False)},
+           scalar_params=("w",))
 _where = _ew("where", ("c", "x", "y"), out="where(c, x, y)", floating=False, bool_args=("c",),
              x="where(c, 1, 0)", y="where(c, 0, 1)")
 
 masked_fill_op = _ew("masked_fill", ("x", "c", "v"), out="where(c, v, x)", floating=False,
-                     bool_args=("c",), x="where(c, 0, 1)", v="where(c, 1, 0)")
+                     bool_args=("c",), x="where(c, 0, 1)", v="where(c, 1, 0)", scalar_params=("v",))
 # The kernels of fill_ / copy_: x only gives the shape; its history gets a zero gradient.
 fill_op = _ew("fill", _XY, out="y", x="0", y="1", floating=False,
               node_names={(True, False): "FillBackward0"})

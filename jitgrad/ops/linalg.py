@@ -20,6 +20,9 @@ def _mT(t):
 def _matmul_backward(node, g):
     a, b = node.saved()
     a_nd, b_nd = a._data.ndim, b._data.ndim
+    if a_nd == b_nd == 1:  # dot: a scalar gradient
+        return (g * b if node._in_meta[0] is not None else None,
+                g * a if node._in_meta[1] is not None else None)
     A = unsqueeze(a, 0) if a_nd == 1 else a
     B = unsqueeze(b, -1) if b_nd == 1 else b
     G = g

@@ -197,9 +197,10 @@ def _conversions():
 
 def _operators():
     return {
-        "__add__": E.add, "__radd__": lambda x, o: E.add(o, x),
+        # torch keeps a Python number second in commutative ops (next_functions order)
+        "__add__": E.add, "__radd__": E.add,
         "__sub__": E.sub, "__rsub__": lambda x, o: E.sub(o, x),
-        "__mul__": E.mul, "__rmul__": lambda x, o: E.mul(o, x),
+        "__mul__": E.mul, "__rmul__": E.mul,
         "__truediv__": E.div, "__rtruediv__": lambda x, o: E.div(o, x),
         "__pow__": E.pow, "__rpow__": lambda x, o: E.pow(o, x),
         "__matmul__": linalg.matmul, "__rmatmul__": lambda x, o: linalg.matmul(o, x),

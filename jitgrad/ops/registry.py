@@ -121,12 +121,13 @@ def record(name, inputs, outputs, backward, save=(), names=(), attrs=None):
         tuple(edge_of(t) if t is not None else (None, 0) for t in inputs),
         tuple(meta(t) for t in inputs))
     node._bwd = backward
-    node._saved = tuple(SavedTensor(s, is_output=any(s is o for o in outputs)) if s is not None
-                        else None for s in save)
     node._names = names
     node._attrs = attrs
     for i, o in enumerate(outputs):
         o.grad_fn, o.output_nr, o._rg = node, i, True
+    # after wiring: a saved output must remember that it requires grad
+    node._saved = tuple(SavedTensor(s, is_output=any(s is o for o in outputs)) if s is not None
+                        else None for s in save)
 
 
 FW = _state.fw_level
@@ -165,7 +166,7 @@ class ElementwiseOp:
     `partials[i]` is d out / d args[i] as a formula, or None if not differentiable."""
 
     def __init__(self, name, args, out, partials, floating=False, bool_out=False, bool_args=(),
-                 node_names=None, domain=(-2.0, 2.0), scalars=None):
+                 node_names=None, domain=(-2.0, 2.0), scalars=None, scalar_params=()):
         self.name = name
         self.args = tuple(args)
         names = self.args + ("out",)
@@ -177,11 +178,12 @@ class ElementwiseOp:
         self.bool_args = frozenset(bool_args)
         self.differentiable = any(p is not None for p in partials) and not bool_out
         self.node_names = node_names or {}
+        self.scalar_params = frozenset(scalar_params)
         # For the registry-driven tests: where inputs are valid, and operands that
         # are op parameters (sampled as these Python numbers, not tensors).
         self.domain = domain
         self.scalars = scalars or {}
-        self.default_node = name[0].upper() + name[1:] + "Backward0"
+        self.default_node = "".join(p[:1].upper() + p[1:] for p in name.split("_")) + "Backward0"
         # A constant partial (1 for add, -1 for sub, 0 for sign) needs no kernel.
         self.const_partials = tuple(constant_value(p[0]) if p is not None and is_constant(p[0])
                                     else None for p in self.partials)
@@ -335,6 +337,15 @@ class ElementwiseNode(Node):
                 s.release()
         if self._out is not None:
             self._out.release()
+
+    @property
+    def next_functions(self):
+        """torch's view: no entry for a boolean mask, nor for a Python number given
+        where torch has a Scalar overload (x ** 2, 2 - x, clamp bounds, ...)."""
+        op = self._op
+        return tuple(e for e, a, s in zip(self._edges, op.args, self._saved)
+                     if a not in op.bool_args and not (
+                         a in op.scalar_params and s is not None and type(s) is not SavedTensor))
 
     def __getattr__(self, name):
         names = tuple(_ROLE.get(a, a) for a in self._op.args) + ("result",)
@@ -588,8 +599,18 @@ def _record_elementwise(op, operands, out, kdt):
 
 
 def elementwise(name, args=("x",), out=None, floating=True, bool_out=False, bool_args=(),
-                node_names=None, domain=(-2.0, 2.0), scalars=None, **partials):
+                node_names=None, domain=(-2.0, 2.0), scalars=None, scalar_params=(), **partials):
     """Register an elementwise op from formulas and return the public function.
+
+    `out` is the forward formula over the operand names `args`; each keyword
+    named after an operand is d out / d operand (see kernels/expr.py for the
+    grammar). `floating`: integer inputs compute in the default float dtype.
+    `bool_args`: operands that are boolean masks. `scalar_params`: operands
+    that, given as Python numbers, are parameters rather than inputs (no
+    `next_functions` entry, like torch's Scalar overloads). `domain` and
+    `scalars`: where the registry-driven tests draw inputs and which operands
+    they pass as numbers. `node_names`: backward node name per pattern of
+    (operand is a Tensor) flags, when torch's name depends on it.
 
     >>> import jitgrad
     >>> softsign = jitgrad.ops.elementwise(
@@ -607,7 +628,7 @@ def elementwise(name, args=("x",), out=None, floating=True, bool_out=False, bool
                          f"among its arguments {list(args)}")
     op = ElementwiseOp(name, args, out, [partials.get(a) for a in args], floating=floating,
                        bool_out=bool_out, bool_args=bool_args, node_names=node_names,
-                       domain=domain, scalars=scalars)
+                       domain=domain, scalars=scalars, scalar_params=scalar_params)
     REGISTRY[name] = op
 
     def fn(*operands):

@@ -63,7 +63,11 @@ def _reshape_backward(node, g):
 
 
 def view(x, *shape):
-    shape = _infer_shape(_as_shape(shape), x._data.size, x._data.shape)
+    return _view(x, _infer_shape(_as_shape(shape), x._data.size, x._data.shape), "ViewBackward0")
+
+
+def _view(x, shape, name):
+    """A view of x with `shape`, recorded under torch's node name for the op."""
     arr = x._data.view()
     try:
         arr.shape = shape
@@ -74,7 +78,7 @@ def view(x, *shape):
     out = make_view(x, arr, view, (shape,))
     if FW[0] is not None:
         jvp(out, (x,), lambda tx: view(tx, shape))
-    record("ViewBackward0", (x,), (out,), _reshape_backward, attrs=x._data.shape)
+    record(name, (x,), (out,), _reshape_backward, attrs=x._data.shape)
     return out
 
 
@@ -114,14 +118,15 @@ def squeeze(x, dim=None):
     else:
         dims = {wrap_dim(d, len(shp)) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))}
         dims = {d for d in dims if len(shp) and shp[d] == 1}
-    return view(x, tuple(s for i, s in enumerate(shp) if i not in dims))
+    return _view(x, tuple(s for i, s in enumerate(shp) if i not in dims),
+                 "SqueezeBackward0" if dim is None else "SqueezeBackward1")
 
 
 def unsqueeze(x, dim):
     nd = x._data.ndim
     d = wrap_dim(dim, nd + 1)
     shp = x._data.shape
-    return view(x, shp[:d] + (1,) + shp[d:])
+    return _view(x, shp[:d] + (1,) + shp[d:], "UnsqueezeBackward0")
 
 
 def _expand_backward(node, g):

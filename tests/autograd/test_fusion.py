@@ -33,7 +33,8 @@ def assert_same(a, b, dtype):
 
 # ---- random elementwise DAGs ---------------------------------------------------------------------
 
-UNARY = ["exp", "sin", "cos", "tanh", "sigmoid", "neg", "square", "relu", "abs", "erf", "atan"]
+UNARY = ["exp", "sin", "cos", "tanh", "sigmoid", "neg", "square", "relu", "abs", "erf", "atan",
+         "center", "scale_by_sum"]  # the last two put a reduction inside the chain
 BINARY = ["add", "sub", "mul", "maximum", "minimum"]
 
 
@@ -57,7 +58,13 @@ def run_dag(steps):
     def build(x, y, z):
         vals = [x, y, z]
         for s in steps:
-            if s[0] == "u":
+            if s[0] == "u" and s[1] == "center":  # layer-norm-like: v - mean(v)
+                v = vals[s[2]]
+                vals.append(v - v.mean(-1, keepdim=True) if v.ndim else v * 1.0)
+            elif s[0] == "u" and s[1] == "scale_by_sum":
+                v = vals[s[2]]
+                vals.append(v * (v * v).sum().tanh())
+            elif s[0] == "u":
                 vals.append(getattr(jitgrad, s[1])(vals[s[2]]))
             else:
                 a, b = vals[s[2]], (vals[s[3]] if s[4] is None else s[4])
@@ -84,6 +91,21 @@ def test_fused_equals_unfused_on_random_dags(steps, dtype, rg, shapes):
         leaves[0] = (leaves[0][0], True)
     build = run_dag(steps)
     assert_same(grads_of(build, leaves, True, dtype), grads_of(build, leaves, False, dtype), dtype)
+
+
+def test_layer_norm_fan_out_around_a_reduction_does_not_deadlock():
+    # `centered` feeds both a reduction (var) and an elementwise consumer that the
+    # reduction's result also feeds: fusing across would make groups wait on each other.
+    torch = pytest.importorskip("torch")
+    v = np.random.default_rng(1).standard_normal((3, 4))
+    res = []
+    for lib in (jitgrad, torch):
+        x = lib.tensor(v, requires_grad=True)
+        w = lib.tensor(v[0], requires_grad=True)
+        lib.nn.functional.layer_norm(x, (4,), w, w * 0.5).pow(2).sum().backward()
+        res.append((x.grad.numpy().copy(), w.grad.numpy().copy()))
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b, rtol=1e-10)
 
 
 def test_w1_is_one_group_and_matches_torch():
