@@ -51,6 +51,11 @@ def _fusable(node):
             and node._retain is None and node._anomaly is None)
 
 
+# A longer chain is cut into groups of this size: kernel compile time grows with
+# the body, and identical slices of a long repeated chain share one kernel.
+MAX_GROUP = 32
+
+
 def plan(nodes, deps, roots, excluded):
     """Map each fused node to its FusedGroup (groups of two or more nodes).
 
@@ -74,7 +79,7 @@ def plan(nodes, deps, roots, excluded):
         users = consumers.get(p, ())
         for c in users:
             g = group_of.get(c)
-            if g is None or g is chosen or not _fusable_edge(c, p):
+            if g is None or g is chosen or len(g[0]) >= MAX_GROUP or not _fusable_edge(c, p):
                 continue
             head_seq = g[0][0]._seq
             if all(u in g[1] or u._seq > head_seq for u in users):
@@ -187,9 +192,10 @@ class FusedGroup:
                 else:  # one value broadcast to every element (e.g. from a sum)
                     gin_kinds.append("s")
                     args.append(kdt.type(g.reshape(-1)[0]))
-            for s, kind in zip(m._saved, self.kernel_spec[1][k][2]):
+            for s, kind, arg in zip(m._saved, self.kernel_spec[1][k][2], m._op.args):
                 if kind == "a":
-                    args.append(_flat(s.data(m), shape, n, kdt))
+                    want = _BOOL if arg in m._op.bool_args else kdt
+                    args.append(_flat(s.data(m), shape, n, want))
                 elif kind == "s":
                     args.append(kdt.type(s) if not isinstance(s, bool) else s)
             if self.kernel_spec[1][k][3]:
@@ -218,10 +224,13 @@ def _uniform(a):
     return a.size == 1 or all(st == 0 for st in a.strides)
 
 
-def _flat(a, shape, n, kdt):
-    """`a` as a contiguous 1-D array of the group's shape and dtype."""
-    if a.dtype != kdt and a.dtype != np.bool_:
-        a = a.astype(kdt)
+_BOOL = np.dtype(np.bool_)
+
+
+def _flat(a, shape, n, dtype):
+    """`a` as a contiguous 1-D array of the group's shape, in `dtype`."""
+    if a.dtype != dtype:
+        a = a.astype(dtype)
     if a.shape != shape:
         a = np.broadcast_to(a, shape)
     if not a.flags.c_contiguous:

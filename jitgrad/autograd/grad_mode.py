@@ -8,6 +8,12 @@ from .. import _state
 class _Mode:
     """Base: a context manager that is also a decorator (a fresh instance per call)."""
 
+    def __new__(cls, *args, **kwargs):
+        # `@no_grad` without parentheses, as torch allows
+        if cls in _BARE_DECORATORS and len(args) == 1 and callable(args[0]) and not kwargs:
+            return cls()(args[0])
+        return super().__new__(cls)
+
     def __call__(self, fn):
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
@@ -69,7 +75,16 @@ class inference_mode(_Mode):
     """Like no_grad, and tensors made inside are inference tensors: they cannot be
     saved for backward later."""
 
+    def __new__(cls, mode=True):
+        if callable(mode):  # bare `@inference_mode`
+            inst = super().__new__(cls)
+            inst.mode = True
+            return inst(mode)
+        return super().__new__(cls)
+
     def __init__(self, mode=True):
+        if callable(mode):
+            return
         self.mode = bool(mode)
 
     def clone(self):
@@ -85,6 +100,9 @@ class inference_mode(_Mode):
 
     def __exit__(self, *exc):
         _state.local.grad_enabled, _state.local.inference = self.prev
+
+
+_BARE_DECORATORS = (no_grad, enable_grad)
 
 
 def is_grad_enabled():

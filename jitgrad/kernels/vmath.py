@@ -335,6 +335,8 @@ _TWO23_F = F(2.0 ** 23)
 _SQRTH_F_BITS = 0x3F3504F3                  # bits of float32(sqrt(1/2))
 _LOG_F = tuple(F(c) for c in (              # R(z)/z, |s| <= 0.1716; error 2**-35
     0.6666666269302368, 0.40000972151756287, 0.284988135099411, 0.24277837574481964))
+_LOG_F64LOW = (0.6666666563196639, 0.40000338653774603,   # float64, for float32 results:
+               0.28537065862836536, 0.23587142660988156)   # error 2**-37.6
 _IVLN2HI_F = F(1.4423828125)                # 1/ln2 to 12 bits
 _IVLN2LO_F = F(0.00031222839606925845)
 
@@ -452,35 +454,35 @@ def log2_f64(x):
 
 
 @njit(**_JIT)
-def log1p_f32(x):
+def _log1p_d(x, coef):
     # u = 1 + x rounded; for k == 0 use f = x exactly, otherwise f from u and
     # add the rounding error of u back as c/u (log(u + c) = log(u) + c/u).
-    u = _ONE_F + x
-    k, fu = _log_reduce_f32(u)
-    c = _div((_ONE_F - (u - x)) if k > 0 else (x - (u - _ONE_F)), u)
-    f = x if k == 0 else fu
-    c = _ZERO_F if k == 0 else c
-    hfsq, t = _log1p_parts_f32(f)
-    kf = F(k)
-    y = kf * _LN2HI_F - ((hfsq - (t + (kf * _LN2LO_F + c))) - f)
-    y = _log_special_f32(u, y)
-    y = x if x == _INF_F else y
-    return x if x == _ZERO_F else y         # log1p(-0) = -0
-
-
-@njit(**_JIT)
-def log1p_f64(x):
     u = 1.0 + x
     k, fu = _log_reduce_f64(u)
     c = _div((1.0 - (u - x)) if k > 0 else (x - (u - 1.0)), u)
     f = x if k == 0 else fu
     c = 0.0 if k == 0 else c
-    hfsq, t = _log1p_parts_f64(f)
+    s = _div(f, 2.0 + f)
+    z = s * s
+    hfsq = 0.5 * f * f
+    t = s * (hfsq + z * _poly(z, coef))
     kf = np.float64(k)
     y = kf * _LN2HI_D - ((hfsq - (t + (kf * _LN2LO_D + c))) - f)
     y = _log_special_f64(u, y)
     y = x if x == _INF_D else y
-    return x if x == 0.0 else y
+    return x if x == 0.0 else y             # log1p(-0) = -0
+
+
+@njit(**_JIT)
+def log1p_f32(x):
+    # in float64: the float32 algorithm loses up to 2 ulp where k*ln2 and
+    # log(m) cancel (x just above sqrt(2) - 1)
+    return F(_log1p_d(np.float64(x), _LOG_F64LOW))
+
+
+@njit(**_JIT)
+def log1p_f64(x):
+    return _log1p_d(x, _LOG_D)
 
 
 # ---------------------------------------------------------------------------
@@ -574,15 +576,18 @@ def _trig_reduce_f32(x):
 
 @njit(**_JIT)
 def _trig_reduce_f64(x):
+    """j mod 4 and r + lo = x - j*pi/2 (|x| <= 2**27), lo a correction below ulp(r)."""
     t = x * _TWO_OVER_PI_D + _SHIFT_D
     jf = t - _SHIFT_D
     q = _bits(t) & 3
-    r = x - jf * _PIO2_1
-    r = r - jf * _PIO2_2
-    r = r - jf * _PIO2_3
-    r = r - jf * _PIO2_4
-    r = r - jf * _PIO2_5
-    return q, r
+    a = (x - jf * _PIO2_1) - jf * _PIO2_2   # exact
+    b = jf * _PIO2_3                        # exact
+    r = a - b                               # rounded; TwoSum gives the error
+    bv = r - a
+    av = r - bv
+    e = (a - av) - (b + bv)
+    lo = e - (jf * _PIO2_4 + jf * _PIO2_5)
+    return q, r, lo
 
 
 @njit(**_JIT)
@@ -594,12 +599,13 @@ def _sincos_f32(r):
 
 
 @njit(**_JIT)
-def _sincos_f64(r):
+def _sincos_f64(r, lo):
+    """sin and cos of r + lo (lo tiny): sin(r) + lo*cos(r), cos(r) - lo*sin(r)."""
     z = r * r
-    s = r + r * z * _poly(z, _SIN_D)
     hz = 0.5 * z
+    s = r + (r * z * _poly(z, _SIN_D) + lo * (1.0 - hz))
     w = 1.0 - hz
-    c = w + (((1.0 - w) - hz) + z * z * _poly(z, _COS_D))
+    c = w + (((1.0 - w) - hz) + (z * z * _poly(z, _COS_D) - r * lo))
     return s, c
 
 
@@ -639,8 +645,8 @@ def tan_f32(x):
 
 @njit(**_JIT)
 def sin_f64(x):
-    q, r = _trig_reduce_f64(x)
-    s, c = _sincos_f64(r)
+    q, r, lo = _trig_reduce_f64(x)
+    s, c = _sincos_f64(r, lo)
     y = c if q & 1 else s
     y = -y if q & 2 else y
     y = x if x == 0.0 else y
@@ -649,8 +655,8 @@ def sin_f64(x):
 
 @njit(**_JIT)
 def cos_f64(x):
-    q, r = _trig_reduce_f64(x)
-    s, c = _sincos_f64(r)
+    q, r, lo = _trig_reduce_f64(x)
+    s, c = _sincos_f64(r, lo)
     y = s if q & 1 else c
     y = -y if (q + 1) & 2 else y
     return y if abs(x) <= _TRIG_LIMIT_D else _NAN_D
@@ -658,9 +664,11 @@ def cos_f64(x):
 
 @njit(**_JIT)
 def tan_f64(x):
-    q, r = _trig_reduce_f64(x)
+    q, r, lo = _trig_reduce_f64(x)
     z = r * r
-    t = r + r * z * _poly(z, _TAN_D)
+    p = r * z * _poly(z, _TAN_D)
+    t0 = r + p
+    t = r + (p + lo * (1.0 + t0 * t0))      # tan(r + lo) = tan(r) + lo*(1 + tan(r)**2)
     num = -1.0 if q & 1 else t
     den = t if q & 1 else 1.0
     y = _div(num, den)
@@ -672,7 +680,7 @@ def tan_f64(x):
 # tanh, sinh, cosh, sigmoid
 # ---------------------------------------------------------------------------
 # From one expm1/exp evaluation each:
-#   tanh(a) = E/(E + 2) for a < 0.55 and 1 - 2/(E + 2) above, E = expm1(2a);
+#   tanh(a) = a + a^3 P(a^2) for a < 0.55 and 1 - 2/(E + 2) above, E = expm1(2a);
 #   sinh(a) = (E + E/(E + 1))/2 for a < 1, H - 1/(4H) above, H = exp(a)/2;
 #   cosh(a) = H + 1/(4H);  sigmoid(x) = 1/(1 + e) or e/(1 + e), e = exp(-|x|).
 # H = exp(a)/2 is computed with the halving folded into the 2**k scaling, so
@@ -681,26 +689,34 @@ def tan_f64(x):
 # rounding at the end; the float32 formulas lose up to 3 ulp to cancellation).
 
 _TANH_SPLIT_F = F(0.55)
+_TANH_F = tuple(F(c) for c in (             # tanh(a) = a + a^3 P(a^2), a <= 0.55: 2**-29.7
+    -0.33333316445350647, 0.13332544267177582, -0.0538475476205349,
+    0.02105071395635605, -0.00624284939840436))
+_TANH_D = (                                 # 2**-60.6
+    -0.333333333333333, 0.1333333333332658, -0.05396825396373661,
+    0.021869488385139312, -0.008863232589075003, 0.0035920918986588955,
+    -0.0014555419523179579, 0.0005884406276292729, -0.00023337129319429695,
+    8.330109111545234e-05, -1.9484827673827673e-05)
 
 
 @njit(**_JIT)
 def tanh_f32(x):
     a = abs(x)
+    z = a * a
+    ps = a + a * z * _poly(z, _TANH_F)
     e = _expm1_f32(_clamp(_TWO_F * a, _ZERO_F, F(20.0)))   # tanh(10) rounds to 1
-    small = a < _TANH_SPLIT_F
-    v = _div(e if small else _TWO_F, e + _TWO_F)
-    y = v if small else _ONE_F - v
-    return _copysign(y, x)
+    pb = _ONE_F - _div(_TWO_F, e + _TWO_F)
+    return _copysign(ps if a < _TANH_SPLIT_F else pb, x)
 
 
 @njit(**_JIT)
 def tanh_f64(x):
     a = abs(x)
+    z = a * a
+    ps = a + a * z * _poly(z, _TANH_D)
     e = _expm1_f64(_clamp(2.0 * a, 0.0, 40.0))
-    small = a < 0.55
-    v = _div(e if small else 2.0, e + 2.0)
-    y = v if small else 1.0 - v
-    return _copysign(y, x)
+    pb = 1.0 - _div(2.0, e + 2.0)
+    return _copysign(ps if a < 0.55 else pb, x)
 
 
 @njit(**_JIT)
@@ -742,10 +758,16 @@ def cosh_f32(x):
 
 @njit(**_JIT)
 def sigmoid_f32(x):
+    # v = num/(1 + e) with d = fl(1 + e) and its exact error err = (1 - d) + e:
+    # num/(d + err) = v*(1 - err/d), and 1/d is v (x >= 0) or 1 - v (x < 0).
     n = _clamp(-abs(x), _EXP_LO_F, _ZERO_F)
     k, em = _exp_reduce_f32(n)
     e = _scale_f32(_ONE_F + em, k)          # exp(-|x|)
-    return _div(_ONE_F if x >= _ZERO_F else e, _ONE_F + e)
+    pos = x >= _ZERO_F
+    d = _ONE_F + e
+    err = (_ONE_F - d) + e
+    v = _div(_ONE_F if pos else e, d)
+    return v - v * (err * (v if pos else _ONE_F - v))
 
 
 @njit(**_JIT)
@@ -753,7 +775,11 @@ def sigmoid_f64(x):
     n = _clamp(-abs(x), _EXP_LO_D, 0.0)
     k, em = _exp_reduce_f64(n)
     e = _scale_f64(1.0 + em, k)
-    return _div(1.0 if x >= 0.0 else e, 1.0 + e)
+    pos = x >= 0.0
+    d = 1.0 + e
+    err = (1.0 - d) + e
+    v = _div(1.0 if pos else e, d)
+    return v - v * (err * (v if pos else 1.0 - v))
 
 
 # ---------------------------------------------------------------------------
@@ -765,16 +791,11 @@ def sigmoid_f64(x):
 # then atan(t) = t + t^3 A(t^2), |t| <= tan(pi/8). Multiples of pi are added
 # as hi + lo pairs.
 
-_PIO2HI_F, _PIO2LO_F = F(1.5707963705062866), F(-4.371138828673793e-08)
-_PIO4HI_F, _PIO4LO_F = F(0.7853981852531433), F(-2.1855694143368964e-08)
-_PIHI_F, _PILO_F = F(3.1415927410125732), F(-8.742277657347586e-08)
-_TANPIO8_F, _TAN3PIO8_F = F(0.41421356237309503), F(2.414213562373095)
-_ASIN_F = tuple(F(c) for c in (             # rel. error 2**-31.7
-    0.16666659712791443, 0.07500521838665009, 0.04451338201761246,
-    0.03183884546160698, 0.014316900633275509, 0.037691906094551086))
-_ATAN_F = tuple(F(c) for c in (             # rel. error 2**-30.3
-    -0.3333331346511841, 0.19998358190059662, -0.1424126923084259,
-    0.10576364398002625, -0.060325607657432556))
+_ASIN_F64LOW = (0.16666659991287142, 0.0750050418578671,    # float64, for float32
+                0.044516954769425354, 0.03180772263785354,  # results: 2**-31.8
+                0.01443858711831888, 0.03751647660851499)
+_ATAN_F64LOW = (-0.3333331485323551, 0.1999844935493616,    # 2**-30.4
+                -0.1424308775583095, 0.10590339165626401, -0.06068999268688913)
 
 _PIO2HI_D, _PIO2LO_D = 1.5707963267948966, 6.123233995736766e-17
 _PIO4HI_D, _PIO4LO_D = 0.7853981633974483, 3.061616997868383e-17
@@ -793,47 +814,23 @@ _ATAN_D = (                                 # rel. error 2**-59.4
 
 
 @njit(**_JIT)
-def _asin_parts_f32(a):
-    small = a <= _HALF_F
-    z = a * a if small else (_ONE_F - a) * _HALF_F
-    s = a if small else _sqrt(z)
-    return small, s + s * z * _poly(z, _ASIN_F)
-
-
-@njit(**_JIT)
-def _asin_parts_f64(a):
+def _asin_parts_d(a, coef):
     small = a <= 0.5
     z = a * a if small else (1.0 - a) * 0.5
     s = a if small else _sqrt(z)
-    return small, s + s * z * _poly(z, _ASIN_D)
+    return small, s + s * z * _poly(z, coef)
 
 
 @njit(**_JIT)
-def asin_f32(x):
-    small, p = _asin_parts_f32(abs(x))
-    y = p if small else _PIO2HI_F - (_TWO_F * p - _PIO2LO_F)
-    return _copysign(y, x)
-
-
-@njit(**_JIT)
-def asin_f64(x):
-    small, p = _asin_parts_f64(abs(x))
+def _asin_d(x, coef):
+    small, p = _asin_parts_d(abs(x), coef)
     y = p if small else _PIO2HI_D - (2.0 * p - _PIO2LO_D)
     return _copysign(y, x)
 
 
 @njit(**_JIT)
-def acos_f32(x):
-    small, p = _asin_parts_f32(abs(x))
-    y_small = _PIO2HI_F - (_copysign(p, x) - _PIO2LO_F)
-    y_pos = _TWO_F * p
-    y_neg = _PIHI_F - (_TWO_F * p - _PILO_F)
-    return y_small if small else (y_pos if x > _ZERO_F else y_neg)
-
-
-@njit(**_JIT)
-def acos_f64(x):
-    small, p = _asin_parts_f64(abs(x))
+def _acos_d(x, coef):
+    small, p = _asin_parts_d(abs(x), coef)
     y_small = _PIO2HI_D - (_copysign(p, x) - _PIO2LO_D)
     y_pos = 2.0 * p
     y_neg = _PIHI_D - (2.0 * p - _PILO_D)
@@ -841,22 +838,7 @@ def acos_f64(x):
 
 
 @njit(**_JIT)
-def atan_f32(x):
-    a = abs(x)
-    big = a > _TAN3PIO8_F
-    mid = a > _TANPIO8_F
-    num = -_ONE_F if big else (a - _ONE_F if mid else a)
-    den = a if big else (a + _ONE_F if mid else _ONE_F)
-    t = _div(num, den)
-    hi = _PIO2HI_F if big else (_PIO4HI_F if mid else _ZERO_F)
-    lo = _PIO2LO_F if big else (_PIO4LO_F if mid else _ZERO_F)
-    z = t * t
-    y = hi + ((t + t * z * _poly(z, _ATAN_F)) + lo)
-    return _copysign(y, x)
-
-
-@njit(**_JIT)
-def atan_f64(x):
+def _atan_d(x, coef):
     a = abs(x)
     big = a > _TAN3PIO8_D
     mid = a > _TANPIO8_D
@@ -866,36 +848,15 @@ def atan_f64(x):
     hi = _PIO2HI_D if big else (_PIO4HI_D if mid else 0.0)
     lo = _PIO2LO_D if big else (_PIO4LO_D if mid else 0.0)
     z = t * t
-    y = hi + ((t + t * z * _poly(z, _ATAN_D)) + lo)
+    y = hi + ((t + t * z * _poly(z, coef)) + lo)
     return _copysign(y, x)
 
 
 @njit(**_JIT)
-def atan2_f32(y, x):
+def _atan2_d(y, x, coef):
     # a = atan(min/max) in [0, pi/4]; then pi/2 - a if |y| > |x|, pi - a if x
-    # has its sign bit set, and the sign of y. Both zero: atan2 = 0 or pi;
-    # both infinite: pi/4 or 3pi/4 (C99 / IEEE 754 rules).
-    ax = abs(x)
-    ay = abs(y)
-    swap = ay > ax
-    num = ax if swap else ay
-    den = ay if swap else ax
-    bothinf = num == _INF_F
-    mid = (num > _TANPIO8_F * den) | bothinf
-    u = _div(num - den if mid else num, num + den if mid else den)
-    u = _ZERO_F if (den == _ZERO_F) | bothinf else u
-    z = u * u
-    hi = _PIO4HI_F if mid else _ZERO_F
-    lo = _PIO4LO_F if mid else _ZERO_F
-    a = hi + ((u + u * z * _poly(z, _ATAN_F)) + lo)
-    a = _PIO2HI_F - (a - _PIO2LO_F) if swap else a
-    a = _PIHI_F - (a - _PILO_F) if _bits(x) < 0 else a
-    a = _copysign(a, y)
-    return x + y if (x != x) | (y != y) else a
-
-
-@njit(**_JIT)
-def atan2_f64(y, x):
+    # has its sign bit set, and the sign of y. Both zero: atan2 = +-0 or +-pi;
+    # both infinite: +-pi/4 or +-3pi/4 (the C99 / IEEE 754 rules).
     ax = abs(x)
     ay = abs(y)
     swap = ay > ax
@@ -908,11 +869,55 @@ def atan2_f64(y, x):
     z = u * u
     hi = _PIO4HI_D if mid else 0.0
     lo = _PIO4LO_D if mid else 0.0
-    a = hi + ((u + u * z * _poly(z, _ATAN_D)) + lo)
+    a = hi + ((u + u * z * _poly(z, coef)) + lo)
     a = _PIO2HI_D - (a - _PIO2LO_D) if swap else a
     a = _PIHI_D - (a - _PILO_D) if _bits(x) < 0 else a
     a = _copysign(a, y)
     return x + y if (x != x) | (y != y) else a
+
+
+# float32: evaluated in float64 (with float32-grade polynomials) and rounded
+# once; in float32 arithmetic the cancellations pi/4 + atan(t < 0) and
+# pi/2 - 2*asin(s) cost up to 2.2 ulp.
+
+@njit(**_JIT)
+def asin_f32(x):
+    return F(_asin_d(np.float64(x), _ASIN_F64LOW))
+
+
+@njit(**_JIT)
+def asin_f64(x):
+    return _asin_d(x, _ASIN_D)
+
+
+@njit(**_JIT)
+def acos_f32(x):
+    return F(_acos_d(np.float64(x), _ASIN_F64LOW))
+
+
+@njit(**_JIT)
+def acos_f64(x):
+    return _acos_d(x, _ASIN_D)
+
+
+@njit(**_JIT)
+def atan_f32(x):
+    return F(_atan_d(np.float64(x), _ATAN_F64LOW))
+
+
+@njit(**_JIT)
+def atan_f64(x):
+    return _atan_d(x, _ATAN_D)
+
+
+@njit(**_JIT)
+def atan2_f32(y, x):
+    return F(_atan2_d(np.float64(y), np.float64(x), _ATAN_F64LOW))
+
+
+@njit(**_JIT)
+def atan2_f64(y, x):
+    return _atan2_d(y, x, _ATAN_D)
 
 
 # ---------------------------------------------------------------------------

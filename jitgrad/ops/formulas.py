@@ -92,7 +92,9 @@ _where = _ew("where", ("c", "x", "y"), out="where(c, x, y)", floating=False, boo
              x="where(c, 1, 0)", y="where(c, 0, 1)")
 
 masked_fill_op = _ew("masked_fill", ("x", "c", "v"), out="where(c, v, x)", floating=False,
-                     bool_args=("c",), x="where(c, 0, 1)", v="where(c, 1, 0)", scalar_params=("v",))
+                     bool_args=("c",), x="where(c, 0, 1)", v="where(c, 1, 0)", scalar_params=("v",),
+                     node_names={(True, True, True): "MaskedFillBackward1",
+                                 (False, True, True): "MaskedFillBackward1"})
 # The kernels of fill_ / copy_: x only gives the shape; its history gets a zero gradient.
 fill_op = _ew("fill", _XY, out="y", x="0", y="1", floating=False,
               node_names={(True, False): "FillBackward0"})
