@@ -81,7 +81,10 @@ def tensor_repr(t):
         fmt, width = _formatter(shown)
         body = _body(arr, fmt, width, len("tensor("), summarize)
     dt = _dt.from_np(arr.dtype)
-    if dt not in (_dt.get_default_dtype(), _dt.int64, _dt.bool_):
+    # torch names every non-default dtype, and for an empty tensor even int64/bool
+    implicit = (_dt.get_default_dtype(),) if arr.size == 0 else \
+        (_dt.get_default_dtype(), _dt.int64, _dt.bool_)
+    if dt not in implicit:
         suffix.append(f"dtype={dt!r}")
     if t.grad_fn is not None:
         suffix.append(f"grad_fn=<{t.grad_fn.name()}>")

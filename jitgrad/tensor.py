@@ -76,7 +76,7 @@ def describe(arr):
 class Tensor:
     __slots__ = ("_data", "_rg", "grad_fn", "output_nr", "_vc", "_base", "_view_chain", "_grad",
                  "_hooks", "_post_hooks", "_retains_grad", "_accum", "_inference", "_fw",
-                 "__weakref__")
+                 "_views", "__weakref__")
     # Makes numpy hand `ndarray * Tensor` to Tensor.__rmul__.
     __array_priority__ = 1000
 
@@ -91,7 +91,7 @@ class Tensor:
         self.grad_fn = None
         self.output_nr = 0
         self._vc = [0]  # shared with views: one counter per storage
-        self._base = self._view_chain = self._grad = None
+        self._base = self._view_chain = self._grad = self._views = None
         self._hooks = self._post_hooks = self._accum = self._fw = None
         self._retains_grad = False
         self._inference = _state.local.inference

@@ -233,8 +233,8 @@ def _flat(a, shape, n, dtype):
         a = a.astype(dtype)
     if a.shape != shape:
         a = np.broadcast_to(a, shape)
-    if not a.flags.c_contiguous:
-        a = np.ascontiguousarray(a)
+    if not a.flags.c_contiguous or not a.flags.writeable:
+        a = np.array(a)  # numba types read-only arrays apart: give it a plain copy
     return a.reshape(n)
 
 

@@ -34,10 +34,8 @@ If you are adding a new operator, call gradcheck/gradgradcheck with `fast_mode=F
 as a keyword argument.
 """.strip()
 
-_FORWARD_AD_MISSING = ("check_forward_ad=True needs forward-mode AD, which jitgrad does not "
-                       "implement yet")
-_BATCHED_MISSING = ("check_batched_grad=True needs batched gradients (vmap), which jitgrad does "
-                    "not implement yet; pass check_batched_grad=False")
+_BATCHED_MISSING = ("check_batched_grad=True / check_batched_forward_grad=True need batched "
+                    "gradients (vmap), which jitgrad does not implement yet; leave them False")
 
 # Fast mode's random vectors come from their own generator (torch does the same),
 # so a gradcheck neither reads nor advances the user's jitgrad.manual_seed stream.
@@ -118,9 +116,10 @@ def _allclose(a, n, rtol, atol):
     return bool(np.all(np.abs(a - n) <= atol + rtol * np.abs(n)))
 
 
-def _notallclose_msg(analytical, numerical, output_idx, input_idx):
-    return (f"Jacobian mismatch for output {output_idx:d} with respect to input {input_idx:d},\n"
-            f"numerical:{_show(numerical)}\nanalytical:{_show(analytical)}\n")
+def _notallclose_msg(analytical, numerical, output_idx, input_idx, forward=False):
+    mode = "computed with forward mode " if forward else ""
+    return (f"Jacobian {mode}mismatch for output {output_idx:d} with respect to input "
+            f"{input_idx:d},\nnumerical:{_show(numerical)}\nanalytical:{_show(analytical)}\n")
 
 
 # ---------------------------------------------------------------------------------
@@ -278,12 +277,89 @@ def _analytical_jacobian(inputs, output, nondet_tol, check_grad_dtypes, v=None):
     return jac1
 
 
+def _diff_output_positions(func_out):
+    return [k for k, o in enumerate(func_out) if isinstance(o, Tensor) and o._rg]
+
+
+def _forward_jacobian(func, inputs, func_out, all_u=None):
+    """With forward-mode AD: per differentiable input i, per differentiable
+    output, the Jacobian (input numel, output numel) built one tangent column
+    at a time, or with all_u the product J u_i (flattened). Every input that
+    requires grad enters as a dual of its detached value (zero tangent but for
+    the one being differentiated), as torch does."""
+    from . import forward_ad as fwAD
+    idxs = _diff_input_indices(inputs)
+    out_pos = _diff_output_positions(func_out)
+    primals = [inputs[i].detach() for i in idxs]
+
+    def tangents_out(seed_input, seed):
+        args = list(inputs)
+        for n, (i, p) in enumerate(zip(idxs, primals)):
+            d = p._data
+            t = seed if n == seed_input else np.zeros(d.shape, d.dtype)
+            args[i] = fwAD.make_dual(p, Tensor(t))
+        outs = _as_tuple(func(*args))
+        res = []
+        for k in out_pos:
+            o = outs[k]
+            tangent = fwAD.unpack_dual(o).tangent if isinstance(o, Tensor) else None
+            res.append(np.zeros(func_out[k]._data.size, func_out[k]._data.dtype)
+                       if tangent is None else np.array(tangent._data).reshape(-1))
+        return res
+
+    jacobians = []
+    with fwAD.dual_level():
+        for n, p in enumerate(primals):
+            d = p._data
+            if all_u is not None:
+                jacobians.append(tangents_out(n, all_u[n].reshape(d.shape).astype(d.dtype)))
+                continue
+            per_out = [np.zeros((d.size, func_out[k]._data.size), func_out[k]._data.dtype)
+                       for k in out_pos]
+            for c in range(d.size):
+                e = np.zeros(d.size, d.dtype)
+                e[c] = 1
+                for jac, col in zip(per_out, tangents_out(n, e.reshape(d.shape))):
+                    jac[c] = col
+            jacobians.append(per_out)
+    return jacobians
+
+
+def _test_undefined_forward_mode(func, inputs, func_out):
+    """A dual input with a zero tangent and a plain (tangent-less) input must
+    give the same output tangents."""
+    from . import forward_ad as fwAD
+    idxs = _diff_input_indices(inputs)
+    out_pos = _diff_output_positions(func_out)
+    rng = np.random.default_rng(_FAST_SEED)
+    primals = [inputs[i].detach() for i in idxs]
+    with fwAD.dual_level():
+        duals = [fwAD.make_dual(p, Tensor(_random_unit_vector(rng, p._data.size, p._data.dtype)
+                                          .reshape(p._data.shape))) for p in primals]
+        for n, (i, p) in enumerate(zip(idxs, primals)):
+            results = []
+            for replacement in (fwAD.make_dual(p, Tensor(np.zeros(p._data.shape,
+                                                                  p._data.dtype))), p):
+                args = list(inputs)
+                for m, j in enumerate(idxs):
+                    args[j] = replacement if m == n else duals[m]
+                outs = _as_tuple(func(*args))
+                results.append([fwAD.unpack_dual(outs[k]).tangent for k in out_pos])
+            for k, (t1, t2) in enumerate(zip(*results)):
+                if t1 is not None and t2 is not None and not np.allclose(t1._data, t2._data):
+                    raise GradcheckError(
+                        f"Mismatch in tangent values for output with index: {k} when input: "
+                        f"{inputs[i]!r} has an undefined tangent value.  Got: {t1!r} but "
+                        f"expected: {t2!r}")
+    return True
+
+
 # ---------------------------------------------------------------------------------
 # Slow and fast mode
 
 
 def _slow_gradcheck(func, func_out, inputs, outputs, eps, rtol, atol, check_grad_dtypes,
-                    nondet_tol):
+                    nondet_tol, use_forward_ad=False):
     float_out, numerical = _numerical_jacobian(func, inputs, func_out, eps)
     if not outputs:
         for per_out in numerical:
@@ -291,8 +367,16 @@ def _slow_gradcheck(func, func_out, inputs, outputs, eps, rtol, atol, check_grad
                 if np.any(jac != 0):
                     raise GradcheckError("Numerical gradient for function expected to be zero")
         return True
-    # numerical[input][output] -> per differentiable output, per input
+    # numerical[input][float output] -> per differentiable output, per input
     diff_out = [n for n, k in enumerate(float_out) if func_out[k]._rg]
+    if use_forward_ad:
+        forward = _forward_jacobian(func, inputs, func_out)
+        for i in range(len(outputs)):
+            for j, per_out in enumerate(forward):
+                a, n = per_out[i], numerical[j][diff_out[i]]
+                if not _allclose(a, n, rtol, atol):
+                    raise GradcheckError(_notallclose_msg(a, n, i, j, forward=True))
+        return True
     for i, o in enumerate(outputs):
         analytical = _analytical_jacobian(inputs, o, nondet_tol, check_grad_dtypes)
         for j, a in enumerate(analytical):
@@ -309,16 +393,28 @@ def _random_unit_vector(rng, size, dtype):
 
 
 def _fast_gradcheck(func, func_out, inputs, outputs, eps, rtol, atol, check_grad_dtypes,
-                    nondet_tol):
+                    nondet_tol, use_forward_ad=False):
     """Compare v^T J u, numerically (J u by finite differences along u) and
-    analytically (v^T J by one backward pass), for random unit vectors u, v."""
+    analytically (v^T J by one backward pass), for random unit vectors u, v.
+    With forward AD: compare J u itself, from finite differences and from one
+    forward pass with tangent u."""
     rng = np.random.default_rng(_FAST_SEED)
     idxs = _diff_input_indices(inputs)
     all_u = [_random_unit_vector(rng, inputs[i]._data.size, inputs[i]._data.dtype) for i in idxs]
     all_v = [_random_unit_vector(rng, o._data.size, o._data.dtype) for o in outputs]
-    out_pos = [k for k, o in enumerate(func_out) if isinstance(o, Tensor) and o._rg]
+    out_pos = _diff_output_positions(func_out)
 
     jvps = [_numerical_jvps(func, inputs, func_out, i, u, eps) for i, u in zip(idxs, all_u)]
+    if use_forward_ad:
+        forward = _forward_jacobian(func, inputs, func_out, all_u)
+        for i in range(len(idxs)):
+            for j, k in enumerate(out_pos):
+                a, n = forward[i][j], jvps[i][k]
+                if not _allclose(a, n, rtol, atol * float(all_u[i].sum())):
+                    raise GradcheckError(_notallclose_msg(a, n, j, i, forward=True)
+                                         + _slow_mode_report(func, inputs, func_out, outputs, i,
+                                                             j, rtol, atol, eps, True))
+        return True
     if not outputs:
         for per_out in jvps:
             for jvp in per_out.values():
@@ -341,11 +437,15 @@ def _fast_gradcheck(func, func_out, inputs, outputs, eps, rtol, atol, check_grad
     return True
 
 
-def _slow_mode_report(func, inputs, func_out, outputs, input_idx, output_idx, rtol, atol, eps):
+def _slow_mode_report(func, inputs, func_out, outputs, input_idx, output_idx, rtol, atol, eps,
+                      use_forward_ad=False):
     float_out, numerical = _numerical_jacobian(func, inputs, func_out, eps)
-    k = float_out.index(next(k for k, o in enumerate(func_out) if o is outputs[output_idx]))
+    k = float_out.index(_diff_output_positions(func_out)[output_idx])
     slow_n = numerical[input_idx][k]
-    slow_a = _analytical_jacobian(inputs, outputs[output_idx], float("inf"), False)[input_idx]
+    if use_forward_ad:
+        slow_a = _forward_jacobian(func, inputs, func_out)[input_idx][output_idx]
+    else:
+        slow_a = _analytical_jacobian(inputs, outputs[output_idx], float("inf"), False)[input_idx]
     max_diff = np.abs(slow_n - slow_a).max() if slow_n.size else np.float64(0)
     msg = ("\nThe above quantities relating the numerical and analytical jacobians are computed \n"
            "in fast mode. See: https://github.com/pytorch/pytorch/issues/53876 for more "
@@ -445,10 +545,14 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     elementwise with `|analytical - numerical| <= atol + rtol * |numerical|`.
     Also checks that backward is deterministic (up to `nondet_tol`), that it is
     multiplied by grad_output, and (check_undefined_grad) that zero or missing
-    output gradients give zero input gradients. `fast_mode=True` compares
-    v^T J u for random unit vectors u, v instead of the whole Jacobian.
+    output gradients give zero input gradients. `check_forward_ad=True` also
+    checks the Jacobian that forward-mode AD gives (`check_backward_ad=False`
+    skips the backward checks). `fast_mode=True` compares v^T J u (forward
+    mode: J u) for random unit vectors u, v instead of the whole Jacobian.
     Integer and other non-differentiable inputs are passed through untouched.
-    The defaults are meant for float64 inputs.
+    The defaults are meant for float64 inputs. check_batched_grad and
+    check_batched_forward_grad need vmap, which jitgrad lacks: they raise
+    NotImplementedError rather than pass unchecked.
 
     Returns True, or raises GradcheckError (returns False with
     raise_exception=False) with torch's message, e.g. "Jacobian mismatch for
@@ -471,13 +575,12 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     if check_batched_forward_grad and not check_forward_ad:
         raise AssertionError("Setting check_batched_forward_grad=True requires check_forward_ad "
                              "to be True")
-    if check_forward_ad:
-        raise NotImplementedError(_FORWARD_AD_MISSING)
-    if check_batched_grad:
+    if check_batched_grad or check_batched_forward_grad:
         raise NotImplementedError(_BATCHED_MISSING)
     try:
         return _gradcheck_helper(func, inputs, eps, atol, rtol, nondet_tol, check_undefined_grad,
-                                 check_grad_dtypes, fast_mode, bool(masked))
+                                 check_grad_dtypes, check_forward_ad, check_backward_ad,
+                                 fast_mode, bool(masked))
     except GradcheckError:
         if raise_exception:
             raise
@@ -485,7 +588,7 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
 
 
 def _gradcheck_helper(func, inputs, eps, atol, rtol, nondet_tol, check_undefined_grad,
-                      check_grad_dtypes, fast_mode, masked):
+                      check_grad_dtypes, check_forward_ad, check_backward_ad, fast_mode, masked):
     inputs = _as_tuple(inputs)
     _check_inputs(inputs)
     if not _state.local.grad_enabled:
@@ -496,7 +599,15 @@ def _gradcheck_helper(func, inputs, eps, atol, rtol, nondet_tol, check_undefined
     outputs = _differentiable_outputs(func_out)
     _check_outputs(outputs)
     check = _fast_gradcheck if fast_mode else _slow_gradcheck
-    check(func, func_out, inputs, outputs, eps, rtol, atol, check_grad_dtypes, nondet_tol)
+    if check_backward_ad:
+        check(func, func_out, inputs, outputs, eps, rtol, atol, check_grad_dtypes, nondet_tol)
+    if check_forward_ad:
+        check(func, func_out, inputs, outputs, eps, rtol, atol, check_grad_dtypes, nondet_tol,
+              use_forward_ad=True)
+        if check_undefined_grad:
+            _test_undefined_forward_mode(func, inputs, func_out)
+    if not check_backward_ad:
+        return True
     if outputs:
         _test_backward_mul_by_grad_output(outputs, inputs, masked)
     if check_undefined_grad:
@@ -512,6 +623,9 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
     """Check second derivatives: gradcheck of the function that returns the
     first-order gradients of `func` (computed with create_graph=True) with
     respect to its inputs, as a function of the inputs and the grad_outputs.
+
+    `check_fwd_over_rev=True` checks the first-order gradients with forward-mode
+    AD as well (forward over reverse).
 
     grad_outputs default to random tensors in [-1, 1) of the outputs' shapes
     and dtypes, drawn from jitgrad's global generator (torch draws from its own

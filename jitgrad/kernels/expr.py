@@ -8,6 +8,7 @@ evaluate a formula on Tensors (double backward) without another table.
 """
 import ast
 import functools
+import re
 
 # formula name -> scalar code template ({0}, {1}... are the arguments).
 # Every generated kernel goes through this table, so swapping a libm call for
@@ -41,6 +42,9 @@ _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**
 _CMPOPS = {ast.Gt: ">", ast.GtE: ">=", ast.Lt: "<", ast.LtE: "<=", ast.Eq: "==", ast.NotEq: "!="}
 
 
+_ARG_INDEX = re.compile(r"\{(\d+)\}")
+
+
 class FormulaError(ValueError):
     pass
 
@@ -53,8 +57,12 @@ def parse(src, names):
     except SyntaxError as e:
         raise FormulaError(f"formula {src!r} is not a Python expression: {e.msg}") from None
     used = set()
+    callees = {id(n.func) for n in ast.walk(body) if isinstance(n, ast.Call)}
     for node in ast.walk(body):
         if isinstance(node, ast.Name):
+            if node.id in MATH and node.id not in names and id(node) not in callees:
+                raise FormulaError(f"formula {src!r}: {node.id!r} is a function; call it, "
+                                   f"e.g. {node.id}(x)")
             if node.id not in names and node.id not in MATH:
                 raise FormulaError(f"formula {src!r} uses unknown name {node.id!r}; "
                                    f"allowed are {sorted(names)} and functions {sorted(MATH)}")
@@ -63,6 +71,10 @@ def parse(src, names):
         elif isinstance(node, ast.Call):
             if not isinstance(node.func, ast.Name) or node.func.id not in MATH or node.keywords:
                 raise FormulaError(f"formula {src!r}: only calls of {sorted(MATH)} are allowed")
+            n_args = len({int(k) for k in _ARG_INDEX.findall(MATH[node.func.id])})
+            if len(node.args) != n_args:
+                raise FormulaError(f"formula {src!r}: {node.func.id}() takes {n_args} "
+                                   f"argument(s), got {len(node.args)}")
         elif isinstance(node, ast.Constant):
             if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
                 raise FormulaError(f"formula {src!r}: constant {node.value!r} is not a number")

@@ -63,6 +63,7 @@ def apply_inplace(x, compute):
             _rebase_view(x, r)
         else:
             x.grad_fn, x.output_nr, x._rg = r.grad_fn, r.output_nr, True
+        _refresh_views(x._base if x._base is not None else x, x)
     if FW[0] is not None and (r._fw is not None or x._fw is not None):
         _update_tangent(x, r)
     return x
@@ -112,6 +113,16 @@ def _copy_slices_backward(node, g):
     mask = np.ones(shape, np.bool_)
     apply_chain(Tensor(mask), chain)._data[...] = False
     return g * Tensor(mask), apply_chain(g, chain)
+
+
+def _refresh_views(base, changed):
+    """Other live views of `base` now show values computed by the new history:
+    give each a grad_fn that views the base's new node (torch regenerates them)."""
+    for ref in tuple(base._views or ()):
+        v = ref()
+        if v is not None and v is not changed:
+            regen = apply_chain(base, v._view_chain)
+            v.grad_fn, v.output_nr, v._rg = regen.grad_fn, regen.output_nr, regen._rg
 
 
 def _rebase_view(v, r):

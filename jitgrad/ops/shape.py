@@ -1,6 +1,8 @@
 """Shape, view and indexing ops. Forward with numpy (views share storage and
 the version counter with their base); backward written with jitgrad ops, so
 everything here is differentiable twice."""
+import weakref
+
 import numpy as np
 
 from .. import _state
@@ -20,9 +22,15 @@ def make_view(x, arr, fn, args):
     (so an in-place op through it can update the base's history)."""
     out = Tensor(arr)
     out._vc = x._vc
-    out._base = x._base if x._base is not None else x
+    base = out._base = x._base if x._base is not None else x
     out._view_chain = (x._view_chain or ()) + ((fn, args),)
     out._inference = x._inference
+    # The base knows its live views, so an in-place change of the base (or of
+    # one view) can give the others a grad_fn over the new history.
+    views = base._views
+    if views is None:
+        views = base._views = set()
+    views.add(weakref.ref(out, views.discard))
     return out
 
 
