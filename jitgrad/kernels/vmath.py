@@ -147,11 +147,11 @@ def _poly(typingctx, x, c):
     if not isinstance(x, types.Float) or not isinstance(c, types.UniTuple) or c.dtype != x:
         return None
     n = c.count
-    fused = USE_FMULADD
 
     def codegen(context, builder, sig, args):
         xv, cv = args
         ty = xv.type
+        fused = USE_FMULADD                 # read when the caller is compiled
         fma = builder.module.declare_intrinsic("llvm.fmuladd", [ty], ir.FunctionType(ty, [ty] * 3))
         p = builder.extract_value(cv, n - 1)
         for i in range(n - 2, -1, -1):
