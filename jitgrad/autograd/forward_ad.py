@@ -93,6 +93,21 @@ def make_dual(tensor, tangent, *, level=None):
     return out
 
 
+def make_batched_dual(tensor, tangents):
+    """A dual tensor whose tangent carries leading batch dims: `tangents[b]` is the
+    b-th tangent. Every op propagates the whole batch at once (vectorized
+    forward mode, used by functional.jacobian(vectorize=True))."""
+    _check_level(None, "make_batched_dual")
+    n = tensor._data.ndim
+    if tangents._data.shape[tangents._data.ndim - n:] != tensor._data.shape or \
+            tangents._data.ndim <= n:
+        raise RuntimeError(f"batched tangents must have shape [batch, *{list(tensor.shape)}], "
+                           f"got {list(tangents.shape)}")
+    out = tensor.view(tensor.shape)
+    set_tangent(out, tangents)
+    return out
+
+
 def unpack_dual(tensor, *, level=None):
     """(primal, tangent) of a dual tensor; tangent is None for a plain tensor."""
     if _state.fw_level[0] is None:

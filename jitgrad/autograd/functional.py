@@ -153,7 +153,8 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
             raise NotImplementedError('torch.autograd.functional.jacobian: `strategy="forward-mode"` '
                                       "requires `vectorize=True`.")
     in_tuple, xs = _as_tuple(inputs, "inputs", "jacobian")
-    if strategy == "forward-mode":
+    if vectorize and not create_graph:
+        # all rows at once: one forward pass per input with a batch of tangents
         rows = _jacobian_forward(func, xs, strict)
     else:
         rows = _jacobian_reverse(func, xs, create_graph, strict)
@@ -194,37 +195,32 @@ def _jacobian_reverse(func, xs, create_graph, strict):
 
 
 def _jacobian_forward(func, xs, strict):
+    """Forward mode with a batch of tangents: for input j, the whole identity
+    (n_j tangents) goes through func in one pass; its tangent is J[:, j]."""
     xs = tuple(x.detach() for x in xs)
-    cols = None
-    out_tuple = False
+    blocks, out_tuple = None, False
     for j, x in enumerate(xs):
-        n = x._data.size
-        for k in range(n):
-            basis = np.zeros(n, x._data.dtype)
-            basis[k] = 1
-            with fwAD.dual_level():
-                duals = tuple(fwAD.make_dual(y, Tensor(basis.reshape(y._data.shape)))
-                              if i == j else y for i, y in enumerate(xs))
-                out_tuple, outs = _as_tuple_out(func(*duals), "jacobian")
-                tans = [fwAD.unpack_dual(o) for o in outs]
-            if cols is None:
-                cols = [[[] for _ in xs] for _ in outs]
-            for i, (p, t) in enumerate(tans):
-                if t is None:
-                    if strict:
-                        raise RuntimeError(f"Output {i} of the user-provided function is "
-                                           f"independent of input {j}. This is not allowed in "
-                                           "strict mode.")
-                    t = Tensor(np.zeros(p._data.shape, p._data.dtype))
-                cols[i][j].append(t._data.reshape(-1))
-    blocks = []
-    for i, per_in in enumerate(cols):
-        row = []
-        for j, c in enumerate(per_in):
-            o_shape = tans[i][0]._data.shape
-            row.append(Tensor(np.stack(c, axis=-1).reshape(o_shape + xs[j]._data.shape)))
-        blocks.append(tuple(row))
-    return out_tuple, tuple(blocks)
+        n, shape = x._data.size, x._data.shape
+        eye = Tensor(np.eye(n, dtype=x._data.dtype).reshape((n,) + shape))
+        with fwAD.dual_level():
+            duals = tuple(fwAD.make_batched_dual(y, eye) if i == j else y
+                          for i, y in enumerate(xs))
+            out_tuple, outs = _as_tuple_out(func(*duals), "jacobian")
+            tans = [fwAD.unpack_dual(o) for o in outs]
+        if blocks is None:
+            blocks = [[None] * len(xs) for _ in outs]
+        for i, (p, t) in enumerate(tans):
+            o_shape = p._data.shape
+            if t is None:
+                if strict:
+                    raise RuntimeError(f"Output {i} of the user-provided function is independent "
+                                       f"of input {j}. This is not allowed in strict mode.")
+                block = np.zeros(o_shape + shape, p._data.dtype)
+            else:  # (n, *o_shape) -> (*o_shape, *in_shape)
+                block = np.moveaxis(np.broadcast_to(t._data, (n,) + o_shape), 0, -1)
+                block = np.ascontiguousarray(block).reshape(o_shape + shape)
+            blocks[i][j] = Tensor(block)
+    return out_tuple, tuple(tuple(b) for b in blocks)
 
 
 def _stack(rows, shape, o, x):
@@ -238,6 +234,12 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
     in_tuple, xs = _as_tuple(inputs, "inputs", "hessian")
 
     def gradient(*ins):
+        # (the vectorized outer Jacobian passes fresh dual views: make them leaves)
+        ins = tuple(i if i.requires_grad else i.requires_grad_() for i in ins)
+        with enable_grad():
+            return _gradient(ins)
+
+    def _gradient(ins):
         out = func(*ins)
         _, outs = _as_tuple_out(out, "hessian")
         if len(outs) != 1 or outs[0]._data.size != 1:

@@ -3,7 +3,7 @@ jitgrad ops (so twice differentiable)."""
 import numpy as np
 
 from ..tensor import Tensor
-from .registry import FW, jvp, record
+from .registry import FW, jvp, nb, record
 from .shape import reshape, sum_to_size, transpose, unsqueeze, squeeze
 
 
@@ -40,6 +40,35 @@ def _matmul_backward(node, g):
     return ga, gb
 
 
+def _matmul_tangent_a(ta, a, b):
+    """ta @ b for a tangent ta with k leading batch dims over a."""
+    k = nb(ta, a)
+    if not k:
+        return matmul(ta, b)
+    lead = ta._data.shape[:k]
+    if a._data.ndim == 1:  # as a row vector, batch dims in front of b's
+        row = reshape(ta, lead + (1,) * max(b._data.ndim - 2, 0) + (1, a._data.shape[0]))
+        r = matmul(row, b)
+        return squeeze(r, -2) if b._data.ndim >= 2 else r
+    pad = max(b._data.ndim - a._data.ndim, 0)
+    return matmul(reshape(ta, lead + (1,) * pad + a._data.shape), b)
+
+
+def _matmul_tangent_b(a, tb, b):
+    """a @ tb for a tangent tb with k leading batch dims over b."""
+    k = nb(tb, b)
+    if not k:
+        return matmul(a, tb)
+    lead = tb._data.shape[:k]
+    if b._data.ndim == 1:
+        if a._data.ndim == 1:  # dot with each batched vector
+            return matmul(tb, a)
+        col = reshape(tb, lead + (1,) * (a._data.ndim - 2) + b._data.shape + (1,))
+        return squeeze(matmul(a, col), -1)
+    pad = max(a._data.ndim - b._data.ndim, 0)
+    return matmul(a, reshape(tb, lead + (1,) * pad + b._data.shape))
+
+
 def _sum_present(a, b):
     return b if a is None else a if b is None else a + b
 
@@ -74,7 +103,8 @@ def matmul(a, b):
                       "UnsafeViewBackward0")
     if FW[0] is not None:
         jvp(out, (a, b), lambda ta, tb: _sum_present(
-            matmul(ta, b) if ta is not None else None, matmul(a, tb) if tb is not None else None))
+            _matmul_tangent_a(ta, a, b) if ta is not None else None,
+            _matmul_tangent_b(a, tb, b) if tb is not None else None))
     record(name, (a, b), (out,), _matmul_backward, save=(a, b), names=("self", "mat2"))
     return out
 
@@ -115,7 +145,6 @@ def outer(a, b):
     return unsqueeze(a, 1) * unsqueeze(b, 0)
 
 
-del squeeze
 
 
 # ---- registry samples ------------------------------------------------------------------------

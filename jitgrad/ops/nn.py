@@ -5,7 +5,7 @@ import numpy as np
 from ..tensor import Tensor, wrap_dim
 from . import formulas as E
 from .reduce import sum
-from .registry import FW, jvp, record
+from .registry import FW, jvp, nb, record
 
 
 def _softmax_backward(node, g):
@@ -33,7 +33,7 @@ def softmax(x, dim, dtype=None):
     e = np.exp(z)
     out = Tensor(e / e.sum(axis=ax, keepdims=True) if e.ndim else np.ones_like(e))
     if FW[0] is not None:
-        jvp(out, (x,), lambda tx: out * (tx - sum(tx * out, ax, keepdim=True)))
+        jvp(out, (x,), lambda tx: out * (tx - sum(tx * out, ax + nb(tx, x), keepdim=True)))
     record("SoftmaxBackward0", (x,), (out,), _softmax_backward, save=(out,), names=("result",),
            attrs=ax)
     return out
@@ -51,7 +51,7 @@ def log_softmax(x, dim, dtype=None):
     z, ax = _shifted(x, dim, "log_softmax")
     out = Tensor((z - np.log(np.exp(z).sum(axis=ax, keepdims=True))) if z.ndim else z)
     if FW[0] is not None:
-        jvp(out, (x,), lambda tx: tx - sum(E.exp(out) * tx, ax, keepdim=True))
+        jvp(out, (x,), lambda tx: tx - sum(E.exp(out) * tx, ax + nb(tx, x), keepdim=True))
     record("LogSoftmaxBackward0", (x,), (out,), _log_softmax_backward, save=(out,),
            names=("result",), attrs=ax)
     return out

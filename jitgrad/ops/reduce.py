@@ -7,8 +7,9 @@ import numpy as np
 from .. import dtypes as _dt
 from ..tensor import Tensor, wrap_dim
 from . import formulas as E
-from .registry import FW, jvp, record
-from .shape import expand, gather, reshape, scatter_add_zeros, sum_to_size, unsqueeze, flip  # noqa: F401
+from .registry import FW, jvp, nb, record
+from .shape import (_shift, expand, flip, gather, reshape, scatter_add_zeros,  # noqa: F401
+                    sum_to_size, unsqueeze)
 
 values_indices = collections.namedtuple("return_types", ["values", "indices"])
 
@@ -54,7 +55,7 @@ def sum(x, dim=None, keepdim=False, dtype=None):
         np.dtype(np.int64) if d.dtype.kind in "biu" else d.dtype)
     out = Tensor(np.asarray(d.sum(axis=axes, keepdims=keepdim, dtype=out_dt)))
     if FW[0] is not None:
-        jvp(out, (x,), lambda tx: sum(tx, axes, keepdim))
+        jvp(out, (x,), lambda tx: sum(tx, _shift(axes, nb(tx, x)), keepdim))
     record("SumBackward0" if dim is None else "SumBackward1", (x,), (out,), _sum_backward,
            attrs=(d.shape, axes, keepdim))
     return out
@@ -80,7 +81,7 @@ def mean(x, dim=None, keepdim=False, dtype=None):
     axes = _axes(dim, d.ndim)
     out = Tensor(np.asarray(d.mean(axis=axes, keepdims=keepdim)).astype(d.dtype, copy=False))
     if FW[0] is not None:
-        jvp(out, (x,), lambda tx: mean(tx, axes, keepdim))
+        jvp(out, (x,), lambda tx: mean(tx, _shift(axes, nb(tx, x)), keepdim))
     record("MeanBackward0" if dim is None else "MeanBackward1", (x,), (out,), _mean_backward,
            attrs=(d.shape, axes, keepdim))
     return out
@@ -116,7 +117,8 @@ def prod(x, dim=None, keepdim=False, dtype=None):
     out_dt = np.dtype(np.int64) if d.dtype.kind in "biu" else d.dtype
     out = Tensor(np.asarray(d.prod(axis=axes, keepdims=keepdim, dtype=out_dt)))
     if FW[0] is not None:
-        jvp(out, (x,), lambda tx: sum(tx * _prod_others(x._data, axes), axes, keepdim))
+        jvp(out, (x,), lambda tx: sum(tx * _prod_others(x._data, axes), _shift(axes, nb(tx, x)),
+                                     keepdim))
     record("ProdBackward0" if dim is None else "ProdBackward1", (x,), (out,), _prod_backward,
            save=(x, out), names=("self", "result"), attrs=(d.shape, axes, keepdim))
     return out
@@ -124,14 +126,17 @@ def prod(x, dim=None, keepdim=False, dtype=None):
 
 def _amax_jvp(tx, x, out, axes, keepdim):
     mask = E.eq(x, _unreduce(out, x._data.shape, axes, keepdim))
-    return sum(tx * mask, axes, keepdim) / sum(mask, axes, keepdim)
+    return sum(tx * mask, _shift(axes, nb(tx, x)), keepdim) / sum(mask, axes, keepdim)
 
 
-def _take(t, dim, indices, keepdim):
-    """t's elements at `indices` along dim (the tangent of max/min with dim)."""
+def _take(t, dim, indices, keepdim, k=0):
+    """t's elements at `indices` along dim (the tangent of max/min with dim); t may
+    have k leading batch dims."""
     idx = indices if keepdim else unsqueeze(indices, dim)
-    r = gather(t, dim, idx)
-    return r if keepdim else r.squeeze(dim)
+    if k:
+        idx = Tensor(np.broadcast_to(idx._data, t._data.shape[:k] + idx._data.shape).copy())
+    r = gather(t, dim + k, idx)
+    return r if keepdim else r.squeeze(dim + k)
 
 
 def _amax_backward(node, g):
@@ -189,7 +194,7 @@ def _max_min(x, dim, keepdim, name, arg_fn, full_fn):
         vals, idx = vals.squeeze(ax), idx.squeeze(ax)
     values, indices = Tensor(np.ascontiguousarray(vals)), Tensor(idx.astype(np.int64))
     if FW[0] is not None:
-        jvp(values, (x,), lambda tx: _take(tx, ax, indices, keepdim))
+        jvp(values, (x,), lambda tx: _take(tx, ax, indices, keepdim, nb(tx, x)))
     record(name.capitalize() + "Backward0", (x,), (values,), _max_dim_backward, save=(indices,),
            names=("indices",), attrs=(ax, d.shape, keepdim))
     return values_indices(values, indices)
@@ -247,8 +252,9 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     axes = _axes(dim, d.ndim)
     out = Tensor(np.asarray(d.var(axis=axes, ddof=corr, keepdims=keepdim)).astype(d.dtype, copy=False))
     if FW[0] is not None:
-        jvp(out, (x,), lambda tx: sum((x - mean(x, axes, keepdim=True)) * tx, axes, keepdim)
-        * (2.0 / (_count(d.shape, axes) - corr)))
+        jvp(out, (x,), lambda tx: sum((x - mean(x, axes, keepdim=True)) * tx,
+                                     _shift(axes, nb(tx, x)), keepdim)
+            * (2.0 / (_count(d.shape, axes) - corr)))
     record("VarBackward0", (x,), (out,), _var_backward, save=(x,), names=("self",),
            attrs=(d.shape, axes, keepdim, corr))
     return out
@@ -272,8 +278,9 @@ def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     axes = _axes(dim, d.ndim)
     out = Tensor(np.asarray(d.std(axis=axes, ddof=corr, keepdims=keepdim)).astype(d.dtype, copy=False))
     if FW[0] is not None:
-        jvp(out, (x,), lambda tx: sum((x - mean(x, axes, keepdim=True)) * tx, axes, keepdim)
-        / ((_count(d.shape, axes) - corr) * out))
+        jvp(out, (x,), lambda tx: sum((x - mean(x, axes, keepdim=True)) * tx,
+                                     _shift(axes, nb(tx, x)), keepdim)
+            / ((_count(d.shape, axes) - corr) * out))
     record("StdBackward0", (x,), (out,), _std_backward, save=(x, out), names=("self", "result"),
            attrs=(d.shape, axes, keepdim, corr))
     return out
@@ -297,7 +304,7 @@ def logsumexp(x, dim, keepdim=False):
     out = Tensor(np.asarray(r, dtype=d.dtype))
     if FW[0] is not None:
         jvp(out, (x,), lambda tx: sum(tx * E.exp(x - _unreduce(out, d.shape, axes, keepdim)),
-                                         axes, keepdim))
+                                         _shift(axes, nb(tx, x)), keepdim))
     record("LogsumexpBackward0", (x,), (out,), _logsumexp_backward, save=(x, out),
            names=("self", "result"), attrs=(d.shape, axes, keepdim))
     return out
@@ -345,7 +352,7 @@ def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
     out = Tensor(np.asarray(r, dtype=d.dtype))
     if FW[0] is not None:
         jvp(out, (x,), lambda tx: sum(tx * _norm_backward_core(x, out, d.shape, axes, keepdim, p),
-                                         axes, keepdim))
+                                         _shift(axes, nb(tx, x)), keepdim))
     record("NormBackward1", (x,), (out,), _norm_backward, save=(x, out), names=("self", "result"),
            attrs=(d.shape, axes, keepdim, float(p)))
     return out
@@ -364,7 +371,7 @@ def cumsum(x, dim, dtype=None):
     out_dt = np.dtype(np.int64) if d.dtype.kind in "biu" else d.dtype
     out = Tensor(np.cumsum(d, axis=ax, dtype=out_dt) if d.ndim else d.astype(out_dt).copy())
     if FW[0] is not None:
-        jvp(out, (x,), lambda tx: cumsum(tx, ax))
+        jvp(out, (x,), lambda tx: cumsum(tx, ax + nb(tx, x)))
     record("CumsumBackward0", (x,), (out,), _cumsum_backward, attrs=ax)
     return out
 

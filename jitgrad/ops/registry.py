@@ -133,6 +133,12 @@ def record(name, inputs, outputs, backward, save=(), names=(), attrs=None):
 FW = _state.fw_level
 
 
+def nb(t, x):
+    """How many leading batch dims a tangent has over its primal (vectorized
+    forward mode pushes a batch of tangents at once; 0 otherwise)."""
+    return t._data.ndim - x._data.ndim
+
+
 def jvp(outputs, inputs, rule):
     """Forward AD: give `outputs` (a Tensor or a tuple) the tangents `rule(*tangents)`
     if an input carries one (None stands for an input without). Callers test
@@ -463,10 +469,15 @@ def _elementwise_jvp(op, operands, arrays, out, kdt):
     """tangent_out = sum_i tangent_i * partial_i: one generated kernel, or the same
     formulas on Tensors when the tangent must itself be differentiable."""
     mask, tangents = 0, []
+    ndim = out._data.ndim
     for i, v in enumerate(operands):
         t = v._fw if type(v) is Tensor and op.partials[i] is not None else None
         if t is not None:
             mask |= 1 << i
+            k = t._data.ndim - v._data.ndim
+            if k and v._data.ndim < ndim:  # batched tangent: align its primal dims to out's
+                shp = t._data.shape
+                t = Tensor(t._data.reshape(shp[:k] + (1,) * (ndim - v._data.ndim) + shp[k:]))
         tangents.append(t)
     if not mask:
         return

@@ -8,7 +8,7 @@ import numpy as np
 from .. import _state
 from .. import dtypes as _dt
 from ..tensor import Tensor, wrap_dim
-from .registry import FW, jvp, record
+from .registry import FW, jvp, nb, record
 
 
 def _as_shape(args):
@@ -34,9 +34,69 @@ def make_view(x, arr, fn, args):
     return out
 
 
-def _or_zeros(tangent, like):
-    """A missing tangent of a multi-input op counts as zeros of the input's shape."""
-    return tangent if tangent is not None else Tensor(np.zeros_like(like._data))
+def _or_zeros(tangent, like, lead=()):
+    """A missing tangent of a multi-input op counts as zeros (with the batch dims
+    `lead` of the other tangents)."""
+    return tangent if tangent is not None else Tensor(np.zeros(lead + like._data.shape,
+                                                               like._data.dtype))
+
+
+# ---- batched tangents (vectorized forward mode) --------------------------------------------
+# A tangent may carry leading batch dims over its primal (registry.nb); these
+# helpers adjust dims, keys and shapes of the rules below for them.
+
+def _shift(dims, k, prefix=False):
+    dims = tuple(d + k for d in dims)
+    return tuple(range(k)) + dims if prefix else dims
+
+
+def _align(t, x, ndim):
+    """Insert ones after the batch dims so t's primal part has `ndim` dims."""
+    k = nb(t, x)
+    pad = ndim - x._data.ndim
+    if pad <= 0:
+        return t
+    shp = t._data.shape
+    return reshape(t, shp[:k] + (1,) * pad + shp[k:])
+
+
+def _batched_key(key, k):
+    if not k:
+        return key
+    return (slice(None),) * k + (key if isinstance(key, tuple) else (key,))
+
+
+def _batched_sum_to(t, x, shape):
+    k = nb(t, x)
+    if not k:
+        return sum_to_size(t, shape)
+    lead = t._data.shape[:k]
+    pad = x._data.ndim - len(shape)
+    return reshape(sum_to_size(t, lead + (1,) * pad + tuple(shape)), lead + tuple(shape))
+
+
+def _batched_index(index, t, x):
+    k = nb(t, x)
+    if not k:
+        return index
+    return Tensor(np.broadcast_to(index._data, t._data.shape[:k] + index._data.shape).copy())
+
+
+def _index_put_jvp(x, key, vt, tx, tv):
+    lead = (tx if tx is not None else tv)._data.shape[
+        :nb(tx, x) if tx is not None else nb(tv, vt)]
+    k = len(lead)
+    base = _or_zeros(tx, x, lead)
+    if vt is None:
+        return index_put(base, _batched_key(key, k), 0)
+    value = _or_zeros(tv, vt, lead)
+    res_ndim = x._data[_norm_key(key, x._data.ndim)[0]].ndim
+    return index_put(base, _batched_key(key, k), _align(value, vt, res_ndim))
+
+
+def _cat_jvp(ts, tensors, d):
+    lead = next(u._data.shape[:nb(u, v)] for u, v in zip(ts, tensors) if u is not None)
+    return cat([_or_zeros(u, v, lead) for u, v in zip(ts, tensors)], d + len(lead))
 
 
 def apply_chain(t, chain):
@@ -85,7 +145,7 @@ def _view(x, shape, name):
             f"dimension spans across two contiguous subspaces). Use .reshape(...) instead.") from None
     out = make_view(x, arr, view, (shape,))
     if FW[0] is not None:
-        jvp(out, (x,), lambda tx: view(tx, shape))
+        jvp(out, (x,), lambda tx: view(tx, tx.shape[:nb(tx, x)] + shape))
     record(name, (x,), (out,), _reshape_backward, attrs=x._data.shape)
     return out
 
@@ -103,7 +163,7 @@ def reshape(x, *shape):
         out = Tensor(x._data.reshape(shape))
         name = "UnsafeViewBackward0"
     if FW[0] is not None:
-        jvp(out, (x,), lambda tx: reshape(tx, shape))
+        jvp(out, (x,), lambda tx: reshape(tx, tx.shape[:nb(tx, x)] + shape))
     record(name, (x,), (out,), _reshape_backward, attrs=x._data.shape)
     return out
 
@@ -165,7 +225,7 @@ def expand(x, *sizes):
         return view(x, shp)
     out = make_view(x, np.broadcast_to(x._data, target), expand, (target,))
     if FW[0] is not None:
-        jvp(out, (x,), lambda tx: expand(tx, target))
+        jvp(out, (x,), lambda tx: expand(_align(tx, x, len(target)), tx.shape[:nb(tx, x)] + target))
     record("ExpandBackward0", (x,), (out,), _expand_backward, attrs=shp)
     return out
 
@@ -192,7 +252,7 @@ def sum_to_size(x, *shape):
         return x
     out = Tensor(arr.sum(axis=axes).reshape(shape))
     if FW[0] is not None:
-        jvp(out, (x,), lambda tx: sum_to_size(tx, shape))
+        jvp(out, (x,), lambda tx: _batched_sum_to(tx, x, shape))
     record("SumBackward1", (x,), (out,), _sum_to_backward, attrs=arr.shape)
     return out
 
@@ -206,7 +266,7 @@ def transpose(x, dim0, dim1):
     a, b = wrap_dim(dim0, nd), wrap_dim(dim1, nd)
     out = make_view(x, np.swapaxes(x._data, a, b), transpose, (a, b))
     if FW[0] is not None:
-        jvp(out, (x,), lambda tx: transpose(tx, a, b))
+        jvp(out, (x,), lambda tx: transpose(tx, a + nb(tx, x), b + nb(tx, x)))
     record("TransposeBackward0", (x,), (out,), _transpose_backward, attrs=(a, b))
     return out
 
@@ -221,7 +281,7 @@ def t(x):
         return view(x, x._data.shape)
     out = make_view(x, x._data.T, t, ())
     if FW[0] is not None:
-        jvp(out, (x,), t)
+        jvp(out, (x,), lambda tx: transpose(tx, -1, -2))
     record("TBackward0", (x,), (out,), lambda node, g: (t(g),))
     return out
 
@@ -242,7 +302,7 @@ def permute(x, *dims):
         raise RuntimeError("permute(): duplicate dims are not allowed.")
     out = make_view(x, np.transpose(x._data, dims), permute, (dims,))
     if FW[0] is not None:
-        jvp(out, (x,), lambda tx: permute(tx, dims))
+        jvp(out, (x,), lambda tx: permute(tx, _shift(dims, nb(tx, x), True)))
     record("PermuteBackward0", (x,), (out,), _permute_backward, attrs=dims)
     return out
 
@@ -255,7 +315,7 @@ def flip(x, dims):
     dims = tuple(wrap_dim(d, x._data.ndim) for d in (dims if isinstance(dims, (tuple, list)) else (dims,)))
     out = Tensor(np.flip(x._data, dims).copy())
     if FW[0] is not None:
-        jvp(out, (x,), lambda tx: flip(tx, dims))
+        jvp(out, (x,), lambda tx: flip(tx, _shift(dims, nb(tx, x))))
     record("FlipBackward0", (x,), (out,), lambda node, g: (flip(g, node._attrs),), attrs=dims)
     return out
 
@@ -336,7 +396,8 @@ def index_put_zeros(g, shape, key):
         arr[k] = g._data
     out = Tensor(arr)
     if FW[0] is not None:
-        jvp(out, (g,), lambda tg: index_put_zeros(tg, shape, key))
+        jvp(out, (g,), lambda tg: index_put_zeros(
+            tg, tg.shape[:nb(tg, g)] + shape, _batched_key(key, nb(tg, g))))
     record("IndexPutBackward0", (g,), (out,), _scatter_backward, attrs=(shape, key))
     return out
 
@@ -360,7 +421,7 @@ def getitem(x, key):
         ints = all(isinstance(i, (int, np.integer)) for i in k)
         name = "SelectBackward0" if ints else "SliceBackward0"
     if FW[0] is not None:
-        jvp(out, (x,), lambda tx: getitem(tx, key))
+        jvp(out, (x,), lambda tx: getitem(tx, _batched_key(key, nb(tx, x))))
     record(name, (x,), (out,), _getitem_backward, attrs=(x._data.shape, key))
     return out
 
@@ -413,8 +474,7 @@ def index_put(x, key, value):
     out = Tensor(arr)
     vt = value if isinstance(value, Tensor) else None
     if FW[0] is not None:
-        jvp(out, (x, vt), lambda tx, tv: index_put(
-            _or_zeros(tx, x), key, _or_zeros(tv, vt) if vt is not None else 0))
+        jvp(out, (x, vt), lambda tx, tv: _index_put_jvp(x, key, vt, tx, tv))
     record("IndexPutBackward0", (x, vt), (out,), _put_backward,
            attrs=(key, vt._data.shape if vt is not None else None))
     return out
@@ -462,7 +522,7 @@ def cat(tensors, dim=0):
                 f"number {i} in the list (shapes {[list(x._data.shape) for x in tensors]}).")
     out = Tensor(np.concatenate([t._data.astype(dt, copy=False) for t in tensors], axis=d))
     if FW[0] is not None:
-        jvp(out, tensors, lambda *ts: cat([_or_zeros(u, v) for u, v in zip(ts, tensors)], d))
+        jvp(out, tensors, lambda *ts: _cat_jvp(ts, tensors, d))
     record("CatBackward0", tensors, (out,), _cat_backward,
            attrs=(d, [t._data.shape[d] for t in tensors]))
     return out
@@ -518,7 +578,7 @@ def split(x, split_size_or_sections, dim=0):
             outs.append(o)
             start += s
     if FW[0] is not None:
-        jvp(outs, (x,), lambda tx: split(tx, split_size_or_sections, d))
+        jvp(outs, (x,), lambda tx: split(tx, split_size_or_sections, d + nb(tx, x)))
     record(name, (x,), outs, _split_backward, attrs=(d, sizes, x._data.shape, x._data.dtype))
     return tuple(outs)
 
@@ -541,7 +601,7 @@ def unbind(x, dim=0):
     with _no_record():
         outs = [select(x, d, i) for i in range(x._data.shape[d])]
     if FW[0] is not None:
-        jvp(outs, (x,), lambda tx: unbind(tx, d))
+        jvp(outs, (x,), lambda tx: unbind(tx, d + nb(tx, x)))
     record("UnbindBackward0", (x,), outs, _unbind_backward, attrs=(d, x._data.shape, x._data.dtype))
     return tuple(outs)
 
@@ -585,7 +645,7 @@ def gather(x, dim, index):
     src = x._data[tuple(slice(0, s) if i != d else slice(None) for i, s in enumerate(idx.shape))]
     out = Tensor(np.take_along_axis(src, idx, axis=d))
     if FW[0] is not None:
-        jvp(out, (x,), lambda tx: gather(tx, d, index))
+        jvp(out, (x,), lambda tx: gather(tx, d + nb(tx, x), _batched_index(index, tx, x)))
     record("GatherBackward0", (x,), (out,), _gather_backward, save=(index,), names=("index",),
            attrs=(d, x._data.shape))
     return out
@@ -607,7 +667,8 @@ def scatter_add_zeros(src, dim, index, shape):
     np.add.at(arr, key, src._data)
     out = Tensor(arr)
     if FW[0] is not None:
-        jvp(out, (src,), lambda ts: scatter_add_zeros(ts, dim, index, shape))
+        jvp(out, (src,), lambda ts: scatter_add_zeros(
+            ts, dim + nb(ts, src), _batched_index(index, ts, src), ts.shape[:nb(ts, src)] + shape))
     record("ScatterAddBackward0", (src,), (out,), _scatter_add_backward, save=(index,),
            names=("index",), attrs=(dim, shape))
     return out
@@ -631,7 +692,7 @@ def index_select(x, dim, index):
         raise IndexError(f"index out of range in self: {_index_error(e)}") from None
     out = Tensor(arr)
     if FW[0] is not None:
-        jvp(out, (x,), lambda tx: index_select(tx, d, index))
+        jvp(out, (x,), lambda tx: index_select(tx, d + nb(tx, x), index))
     record("IndexSelectBackward0", (x,), (out,), _index_select_backward, save=(index,),
            names=("index",), attrs=(d, x._data.shape))
     return out
