@@ -165,9 +165,9 @@ class Tensor:
 
     @property
     def data(self):
-        t = Tensor(self._data)
-        t._vc = self._vc
-        return t
+        # shares storage but not the version counter: changes through .data are
+        # invisible to autograd's checks, as in torch
+        return Tensor(self._data)
 
     @data.setter
     def data(self, value):

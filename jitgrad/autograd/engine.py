@@ -313,7 +313,11 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                     if capture is None and (accumulate_nodes is None or node in accumulate_nodes):
                         if node._pre_hooks is not None:
                             grads = _node_pre_hooks(node, grads)
+                        if prof is not None:
+                            prof.push(node.name(), "backward")
                         _accumulate(node.variable, grads[0] if grads else None, create_graph)
+                        if prof is not None:
+                            prof.pop()
                         if node._hooks is not None:
                             for fn in tuple(node._hooks.values()):
                                 fn((), tuple(grads))
@@ -327,7 +331,10 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                     grads = _node_pre_hooks(node, grads)
                 if prof is not None:
                     prof.push(node.name(), "backward")
-                out = node.apply(grads) if node._anomaly is None else run_checked(node, grads)
+                if not any(g is not None for g in grads):
+                    out = [None] * len(node._edges)  # no gradient arrived: none leaves, as torch
+                else:
+                    out = node.apply(grads) if node._anomaly is None else run_checked(node, grads)
                 if prof is not None:
                     prof.pop()
                 if node._hooks is not None:
@@ -401,6 +408,18 @@ def _retain_into_grad(node, grads, targets, tensors):
             t._grad = g.detach().clone() if t._grad is None else _add(t._grad, g)
 
 
+def _dense(a):
+    """Dense and non-overlapping (some permutation of a contiguous layout)?"""
+    expected = a.itemsize
+    for stride, size in sorted(zip(a.strides, a.shape)):
+        if size == 1:
+            continue
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
 def _accumulate(var, g, create_graph):
     if g is None:
         return
@@ -412,7 +431,8 @@ def _accumulate(var, g, create_graph):
         else:
             # Own the buffer, in the param's layout ("default gradient layouts"): later
             # backward calls add into it in place.
-            buf = np.empty_like(var._data)
+            buf = np.empty_like(var._data) if _dense(var._data) else \
+                np.empty(var._data.shape, var._data.dtype)
             np.copyto(buf, g._data)
             var._grad = Tensor(buf)
     elif create_graph or _state.local.grad_enabled:

@@ -49,7 +49,7 @@ def loop(name, args, kinds, body, arg_dtypes, compute_dtype, out_dtype):
         "import numba\n"
         "import numpy as np\n"
         f"T = np.{compute_dtype.name}\n\n\n"
-        f"@numba.njit({sig!r}, cache=True, nogil=True, parallel=True)\n"
+        f"@numba.njit({sig!r}, cache=True, nogil=True, parallel=True, error_model='numpy')\n"
         f"def kernel(n, {', '.join(args)}, out):\n"
         f"    for i in numba.prange(n):\n"
         f"        out[i] = {out_t}({code})\n")

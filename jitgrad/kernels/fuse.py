@@ -90,7 +90,10 @@ def fused_source(spec, gin_kinds, parallel):
     loop = "numba.prange(n)" if parallel else "range(n)"
     # An explicit signature compiles at import (timed, disk-cached) and tells LLVM
     # the arrays are contiguous, which it needs to vectorize the loop.
-    deco = f"@numba.njit({sig!r}, cache=True, nogil=True{', parallel=True' if parallel else ''})"
+    # error_model="numpy": 1/0 is inf as in torch, not a ZeroDivisionError (and the
+    # loop then has no exception paths, which it needs to vectorize).
+    deco = (f"@numba.njit({sig!r}, cache=True, nogil=True, error_model='numpy'"
+            f"{', parallel=True' if parallel else ''})")
     lines = ["import math", "import numba", "import numpy as np", f"T = np.{kdt}", "", "",
              deco, f"def kernel({', '.join(params + outs)}):", f"    for i in {loop}:"]
     lines += ["        " + b for b in body]

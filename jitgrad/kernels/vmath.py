@@ -12,10 +12,13 @@ The functions here are written so that a plain loop
 
 vectorizes: every function is `inline="always"`, made of float and integer
 arithmetic, comparisons that LLVM turns into selects (`a if c else b` on
-values computed before), table loads (gathers) and three tiny intrinsics
-(bit casts between a float and an integer of the same width, a division
-without Numba's zero check, and `llvm.sqrt`). No libm calls, no exceptions,
-no branches on data that survive LLVM's if-conversion.
+values computed before) and a few tiny intrinsics: bit casts between a float
+and an integer of the same width, a division without Numba's zero check,
+llvm.sqrt, llvm.copysign and an unrolled Horner polynomial. No libm calls, no
+exceptions, no branches on data that survive LLVM's if-conversion. The
+loop body must reach the function through inlining, which `inline="always"`
+does at the Numba IR level; a generated `@vectorize` ufunc gets the same
+vector code in its contiguous-array loop.
 
 Each function NAME comes as NAME_f32 (float32 in, float32 out) and NAME_f64.
 FUNCTIONS maps the formula names to them; SOURCE_HASH is the sha256 of this
@@ -181,16 +184,16 @@ def _pow2_f64(k):
     return _f64_from_bits((k + 1023) << 52)
 
 
-F = np.float32
-_ZERO_F, _HALF_F, _ONE_F, _TWO_F, _FOUR_F = F(0.0), F(0.5), F(1.0), F(2.0), F(4.0)
-_INF_F, _NAN_F = F(np.inf), F(np.nan)
-_NINF_F = F(-np.inf)
+_F = np.float32
+_ZERO_F, _HALF_F, _ONE_F, _TWO_F = _F(0.0), _F(0.5), _F(1.0), _F(2.0)
+_INF_F, _NAN_F = _F(np.inf), _F(np.nan)
+_NINF_F = _F(-np.inf)
 _INF_D, _NAN_D, _NINF_D = math.inf, math.nan, -math.inf
-_MAXF_F = F(np.finfo(np.float32).max)
+_MAXF_F = _F(np.finfo(np.float32).max)
 
 # x + SHIFT rounds x to an integer k (|x| < 2**22 resp. 2**51) that sits in the
 # low mantissa bits: bits(x + SHIFT) - bits(SHIFT) == k.
-_SHIFT_F = F(12582912.0)                   # 1.5 * 2**23
+_SHIFT_F = _F(12582912.0)                   # 1.5 * 2**23
 _SHIFT_F_BITS = 0x4B400000
 _SHIFT_D = 6755399441055744.0              # 1.5 * 2**52
 _SHIFT_D_BITS = 0x4338000000000000
@@ -205,15 +208,15 @@ _SHIFT_D_BITS = 0x4338000000000000
 # factors 2**(k//2) * 2**(k - k//2) so that results near overflow and the
 # subnormal results come out of one correctly rounded multiplication.
 
-_LOG2E_F = F(1.4426950408889634)
-_LN2HI_F = F(0.693145751953125)            # ln2 to 16 bits: k*LN2HI exact for |k| < 256
-_LN2LO_F = F(1.428606765330187e-06)        # ln2 - LN2HI
-_EXPM1_F = tuple(F(c) for c in (           # relative error 2**-30.6 (deg 5)
+_LOG2E_F = _F(1.4426950408889634)
+_LN2HI_F = _F(0.693145751953125)            # ln2 to 16 bits: k*LN2HI exact for |k| < 256
+_LN2LO_F = _F(1.428606765330187e-06)        # ln2 - LN2HI
+_EXPM1_F = tuple(_F(c) for c in (           # relative error 2**-30.6 (deg 5)
     0.5, 0.1666666567325592, 0.04166646674275398, 0.008333643898367882,
     0.001393520855344832, 0.0001965815608855337))
-_EXP_HI_F = F(89.0)                        # above: overflow to inf
-_EXP_LO_F = F(-104.0)                      # below: rounds to 0
-_EXPM1_LO_F = F(-20.0)                     # below: expm1 rounds to -1
+_EXP_HI_F = _F(89.0)                        # above: overflow to inf
+_EXP_LO_F = _F(-104.0)                      # below: rounds to 0
+_EXPM1_LO_F = _F(-20.0)                     # below: expm1 rounds to -1
 
 _LOG2E_D = 1.4426950408889634
 _LN2HI_D = 0.6931471805598903              # ln2 to 42 bits: k*LN2HI exact for |k| < 2048
@@ -227,7 +230,7 @@ _EXP_HI_D = 710.0
 _EXP_LO_D = -746.0
 _EXPM1_LO_D = -40.0
 
-_EXP2_F = tuple(F(c) for c in (            # 2**r = 1 + r*Q(r), |r| <= 1/2, rel. error 2**-27.5
+_EXP2_F = tuple(_F(c) for c in (            # 2**r = 1 + r*Q(r), |r| <= 1/2, rel. error 2**-27.5
     0.6931472420692444, 0.24022655189037323, 0.05550272390246391,
     0.009617063216865063, 0.0013418203452602029, 0.00015820508997421712))
 _EXP2_D = (                                # rel. error 2**-54.4
@@ -289,7 +292,7 @@ def exp_f64(x):
 
 @njit(**_JIT)
 def exp2_f32(x):
-    x = _clamp(x, F(-151.0), F(129.0))
+    x = _clamp(x, _F(-151.0), _F(129.0))
     t = x + _SHIFT_F
     kf = t - _SHIFT_F
     k = _bits(t) - _SHIFT_F_BITS
@@ -350,15 +353,15 @@ def expm1_f64(x):
 #   = f - f*f/2 + s*(f*f/2 + R(s*s)),  R(z) = z*(2/3 + 2/5 z + ...) minimax,
 # so the leading term f is exact and the rounding errors sit in small terms.
 
-_MINNORM_F = F(np.finfo(np.float32).tiny)
-_TWO23_F = F(2.0 ** 23)
+_MINNORM_F = _F(np.finfo(np.float32).tiny)
+_TWO23_F = _F(2.0 ** 23)
 _SQRTH_F_BITS = 0x3F3504F3                  # bits of float32(sqrt(1/2))
-_LOG_F = tuple(F(c) for c in (              # R(z)/z, |s| <= 0.1716; error 2**-35
+_LOG_F = tuple(_F(c) for c in (              # R(z)/z, |s| <= 0.1716; error 2**-35
     0.6666666269302368, 0.40000972151756287, 0.284988135099411, 0.24277837574481964))
 _LOG_F64LOW = (0.6666666563196639, 0.40000338653774603,   # float64, for float32 results:
                0.28537065862836536, 0.23587142660988156)   # error 2**-37.6
-_IVLN2HI_F = F(1.4423828125)                # 1/ln2 to 12 bits
-_IVLN2LO_F = F(0.00031222839606925845)
+_IVLN2HI_F = _F(1.4423828125)                # 1/ln2 to 12 bits
+_IVLN2LO_F = _F(0.00031222839606925845)
 
 _MINNORM_D = np.finfo(np.float64).tiny
 _TWO54_D = 2.0 ** 54
@@ -427,7 +430,7 @@ def _log_special_f64(x, y):
 def log_f32(x):
     k, f = _log_reduce_f32(x)
     hfsq, t = _log1p_parts_f32(f)
-    kf = F(k)
+    kf = _F(k)
     y = kf * _LN2HI_F - ((hfsq - (t + kf * _LN2LO_F)) - f)
     return _log_special_f32(x, y)
 
@@ -452,7 +455,7 @@ def log2_f32(x):
     lo = ((f - hi) - hfsq) + t
     vhi = hi * _IVLN2HI_F
     vlo = (lo + hi) * _IVLN2LO_F + lo * _IVLN2HI_F
-    kf = F(k)
+    kf = _F(k)
     w = kf + vhi
     vlo = vlo + ((kf - w) + vhi)
     return _log_special_f32(x, vlo + w)
@@ -497,7 +500,7 @@ def _log1p_d(x, coef):
 def log1p_f32(x):
     # in float64: the float32 algorithm loses up to 2 ulp where k*ln2 and
     # log(m) cancel (x just above sqrt(2) - 1)
-    return F(_log1p_d(np.float64(x), _LOG_F64LOW))
+    return _F(_log1p_d(np.float64(x), _LOG_F64LOW))
 
 
 @njit(**_JIT)
@@ -511,14 +514,15 @@ def log1p_f64(x):
 # x = j*pi/2 + r, |r| <= pi/4; sin/cos/tan of x from sin(r), cos(r), tan(r)
 # and j mod 4.
 #
-# Cody-Waite in float64 for both dtypes: r = x - j*P1 - j*P2 - j*P3 with
-# pi/2 = P1 + P2 + P3 (+ 2**-110), P1 and P2 of 26 bits so that j*P1 and j*P2
-# are exact for |j| < 2**27 and the subtractions cancel exactly. float64
-# carries the rounding error of the last step and two more pieces as a low
-# part, so r is known to well below an ulp. Accurate for |x| <= 2**27
-# (134217728); beyond that the functions return nan (a documented limit).
-# float32 evaluates the reduction and its (shorter) polynomials in float64:
-# one rounding at the end, about 0.5 ulp.
+# Cody-Waite in float64 for both dtypes: pi/2 is split in pieces P1, P2, ...
+# of 26 bits, so that j*Pi is exact for |j| < 2**27 and the first
+# subtractions x - j*P1 - j*P2 are exact. float32 needs one more (full
+# precision) piece: pi/2 - P1 - P2 - P3F ~ 2**-110. float64 subtracts
+# j*P3 with TwoSum and keeps its rounding error, j*P4 and j*P5 (pi/2 to
+# 2**-157) as a low part r_lo that the polynomials take into account.
+# Accurate for |x| <= 2**27 (134217728); beyond that the functions return
+# nan (a documented limit). float32 evaluates the reduction and its
+# (shorter) polynomials in float64: one rounding at the end, about 0.5 ulp.
 #
 # sin_f32_fullrange / cos_f32_fullrange / tan_f32_fullrange are exact for
 # every finite float32 (Payne-Hanek): |x| = M * 2**E with an integer
@@ -564,7 +568,7 @@ _PIO2_4 = 6.368317055225283e-25
 _PIO2_5 = 1.082856673921914e-32
 _PIO2_3F = 6.123233995736766e-17            # pi/2 - P1 - P2 rounded
 _TRIG_LIMIT_D = 2.0 ** 27
-_TRIG_LIMIT_F = F(2.0 ** 27)
+_TRIG_LIMIT_F = _F(2.0 ** 27)
 
 _SIN_F = (-0.16666666640377886, 0.008333329256084493,       # float64, for float32 results:
           -0.00019839296537999373, 2.717971241641708e-06)    # rel. error 2**-37
@@ -651,21 +655,21 @@ def _sincos_f64(r, lo):
 def _sin_from(q, r):
     s, c = _sincos_f32(r)
     y = c if q & 1 else s
-    return F(-y if q & 2 else y)
+    return _F(-y if q & 2 else y)
 
 
 @njit(**_JIT)
 def _cos_from(q, r):
     s, c = _sincos_f32(r)
     y = s if q & 1 else c
-    return F(-y if (q + 1) & 2 else y)
+    return _F(-y if (q + 1) & 2 else y)
 
 
 @njit(**_JIT)
 def _tan_from(q, r):
     z = r * r
     t = r + r * z * _poly(z, _TAN_F)
-    return F(_div(-1.0 if q & 1 else t, t if q & 1 else 1.0))
+    return _F(_div(-1.0 if q & 1 else t, t if q & 1 else 1.0))
 
 
 @njit(**_JIT)
@@ -756,11 +760,12 @@ def tan_f64(x):
 #   cosh(a) = H + 1/(4H);  sigmoid(x) = 1/(1 + e) or e/(1 + e), e = exp(-|x|).
 # H = exp(a)/2 is computed with the halving folded into the 2**k scaling, so
 # cosh and sinh stay finite up to the float64 limit 710.47.
-# float32 sinh and cosh are evaluated through the float64 functions (one
-# rounding at the end; the float32 formulas lose up to 3 ulp to cancellation).
+# float32 sinh and cosh are evaluated through the float64 functions: one
+# rounding at the end, and no separate care for the float32 range where
+# exp(a) overflows but cosh(a) does not (88.7 < a < 89.4).
 
-_TANH_SPLIT_F = F(0.55)
-_TANH_F = tuple(F(c) for c in (             # tanh(a) = a + a^3 P(a^2), a <= 0.55: 2**-29.7
+_TANH_SPLIT_F = _F(0.55)
+_TANH_F = tuple(_F(c) for c in (             # tanh(a) = a + a^3 P(a^2), a <= 0.55: 2**-29.7
     -0.33333316445350647, 0.13332544267177582, -0.0538475476205349,
     0.02105071395635605, -0.00624284939840436))
 _TANH_D = (                                 # 2**-60.6
@@ -775,7 +780,7 @@ def tanh_f32(x):
     a = abs(x)
     z = a * a
     ps = a + a * z * _poly(z, _TANH_F)
-    e = _expm1_f32(_clamp(_TWO_F * a, _ZERO_F, F(20.0)))   # tanh(10) rounds to 1
+    e = _expm1_f32(_clamp(_TWO_F * a, _ZERO_F, _F(20.0)))   # tanh(10) rounds to 1
     pb = _ONE_F - _div(_TWO_F, e + _TWO_F)
     return _copysign(ps if a < _TANH_SPLIT_F else pb, x)
 
@@ -819,12 +824,12 @@ def cosh_f64(x):
 
 @njit(**_JIT)
 def sinh_f32(x):
-    return F(sinh_f64(np.float64(x)))
+    return _F(sinh_f64(np.float64(x)))
 
 
 @njit(**_JIT)
 def cosh_f32(x):
-    return F(cosh_f64(np.float64(x)))
+    return _F(cosh_f64(np.float64(x)))
 
 
 @njit(**_JIT)
@@ -953,7 +958,7 @@ def _atan2_d(y, x, coef):
 
 @njit(**_JIT)
 def asin_f32(x):
-    return F(_asin_d(np.float64(x), _ASIN_F64LOW))
+    return _F(_asin_d(np.float64(x), _ASIN_F64LOW))
 
 
 @njit(**_JIT)
@@ -963,7 +968,7 @@ def asin_f64(x):
 
 @njit(**_JIT)
 def acos_f32(x):
-    return F(_acos_d(np.float64(x), _ASIN_F64LOW))
+    return _F(_acos_d(np.float64(x), _ASIN_F64LOW))
 
 
 @njit(**_JIT)
@@ -973,7 +978,7 @@ def acos_f64(x):
 
 @njit(**_JIT)
 def atan_f32(x):
-    return F(_atan_d(np.float64(x), _ATAN_F64LOW))
+    return _F(_atan_d(np.float64(x), _ATAN_F64LOW))
 
 
 @njit(**_JIT)
@@ -983,7 +988,7 @@ def atan_f64(x):
 
 @njit(**_JIT)
 def atan2_f32(y, x):
-    return F(_atan2_d(np.float64(y), np.float64(x), _ATAN_F64LOW))
+    return _F(_atan2_d(np.float64(y), np.float64(x), _ATAN_F64LOW))
 
 
 @njit(**_JIT)
@@ -999,14 +1004,14 @@ def atan2_f64(y, x):
 # log(erfc(x)) + x^2, weighted by erfc(x) (the error that reaches erf); x^2
 # needs no extra precision because erfc(x) < 0.21 damps its rounding.
 
-_ERF_X0_F = F(0.9)
-_ERF_C_F = F(2.45)
-_ERF_X1_F = F(4.0)                          # erf rounds to 1 above 3.92
-_ERFS_F = tuple(F(c) for c in (             # rel. error 2**-30.1
+_ERF_X0_F = _F(0.9)
+_ERF_C_F = _F(2.45)
+_ERF_X1_F = _F(4.0)                          # erf rounds to 1 above 3.92
+_ERFS_F = tuple(_F(c) for c in (             # rel. error 2**-30.1
     0.12837916612625122, -0.37612634897232056, 0.11283715069293976,
     -0.02686050906777382, 0.005203858949244022, -0.0008175639668479562,
     8.513104694429785e-05))
-_ERFT_F = tuple(F(c) for c in (             # weighted error 2**-33.7
+_ERFT_F = tuple(_F(c) for c in (             # weighted error 2**-33.7
     -1.5390397310256958, -0.3583745062351227, 0.05776936560869217,
     -0.011292011477053165, 0.002289651893079281, -0.00043787999311462045,
     7.530752918682992e-05, -2.0625304387067445e-05))

@@ -1,4 +1,10 @@
-"""Neural-network helpers: `jitgrad.nn.functional`."""
-from . import functional
+"""Neural-network building blocks: `Module` and layers, losses as modules,
+`Parameter`, `init` and `functional`."""
+from . import functional, init
+from .modules import (GELU, CrossEntropyLoss, Dropout, Identity, LayerNorm, Linear, Module,
+                      MSELoss, NLLLoss, ReLU, Sequential, Sigmoid, Softplus, Tanh)
+from .parameter import Parameter
 
-__all__ = ["functional"]
+__all__ = ["functional", "init", "Parameter", "Module", "Sequential", "Identity", "Linear",
+           "LayerNorm", "Dropout", "ReLU", "Tanh", "Sigmoid", "GELU", "Softplus", "MSELoss",
+           "CrossEntropyLoss", "NLLLoss"]

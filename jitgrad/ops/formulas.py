@@ -54,7 +54,7 @@ _gelu_tanh = _ew("gelu_tanh",
 neg = _ew("neg", out="-x", x="-1", floating=False)
 abs = _ew("abs", out="abs(x)", x="sign(x)", floating=False)
 sign = _ew("sign", out="sign(x)", x="0", floating=False)
-square = _ew("square", out="x * x", x="2 * x", floating=False,
+square = _ew("square", out="x * x", x="2 * x", floating=False, bool_promotes=True,
              node_names={(True,): "PowBackward0"})
 relu = _ew("relu", out="where(x < 0, 0, x)", x="where(x > 0, 1, 0)", floating=False)
 

@@ -14,6 +14,7 @@ from ..tensor import Tensor
 from .registry import FW, call, compute_dtype, record
 from .shape import apply_chain
 
+MULTI_VIEW_NODES = ("SplitBackward0", "SplitWithSizesBackward0", "UnbindBackward0")
 LEAF_MESSAGE = "a leaf Variable that requires grad is being used in an in-place operation."
 VIEW_OF_LEAF_MESSAGE = ("a view of a leaf Variable that requires grad is being used in an in-place "
                         "operation.")
@@ -29,6 +30,12 @@ def check_writable(x):
             "a clone to get a normal tensor before doing inplace update.See "
             "https://github.com/pytorch/rfcs/pull/17 for more details.")
     if loc.grad_enabled:
+        if x._rg and x._base is not None and type(x.grad_fn).__name__ in MULTI_VIEW_NODES:
+            raise RuntimeError(
+                f"Output {x.output_nr} of {x.grad_fn.name()} is a view and is being modified "
+                "inplace. This view is the output of a function that returns multiple views. Such "
+                "functions do not allow the output views to be modified inplace. You should "
+                "replace the inplace operation by an out-of-place one.")
         if x._rg and x.grad_fn is None and x._base is None:
             raise RuntimeError(LEAF_MESSAGE + " Wrap the update in `with jitgrad.no_grad():` or "
                                "operate on a clone.")

@@ -46,10 +46,11 @@ def _matmul_tangent_a(ta, a, b):
     if not k:
         return matmul(ta, b)
     lead = ta._data.shape[:k]
-    if a._data.ndim == 1:  # as a row vector, batch dims in front of b's
-        row = reshape(ta, lead + (1,) * max(b._data.ndim - 2, 0) + (1, a._data.shape[0]))
-        r = matmul(row, b)
-        return squeeze(r, -2) if b._data.ndim >= 2 else r
+    if a._data.ndim == 1:
+        if b._data.ndim == 1:  # dot with each batched vector
+            return matmul(ta, b)
+        row = reshape(ta, lead + (1,) * (b._data.ndim - 2) + (1, a._data.shape[0]))
+        return squeeze(matmul(row, b), -2)  # as a row vector, batch dims in front of b's
     pad = max(b._data.ndim - a._data.ndim, 0)
     return matmul(reshape(ta, lead + (1,) * pad + a._data.shape), b)
 

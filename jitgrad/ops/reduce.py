@@ -150,10 +150,10 @@ def _amax_backward(node, g):
 
 def _extreme(x, dim, keepdim, fn, name):
     d = x._data
-    if d.size == 0:
+    axes = _axes(dim, d.ndim)
+    if d.size == 0 and (dim is None or any(d.shape[a] == 0 for a in axes)):
         raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0."
                            " Specify the reduction dim with the 'dim' argument.")
-    axes = _axes(dim, d.ndim)
     r = fn(d, axis=axes, keepdims=keepdim)
     out = Tensor(np.asarray(r))
     node = name.capitalize() + "Backward0"

@@ -13,6 +13,7 @@ from .. import _state
 from .. import dtypes as _dt
 from .._node import Node, SavedTensor, edge_of
 from ..kernels import cache as _cache
+from ..kernels import quiet
 from ..kernels import cpu as _cpu
 from ..kernels import fuse as _fuse
 from ..kernels import pool as _pool
@@ -74,10 +75,13 @@ def node_class(name, base):
 
 
 class FunctionNode(Node):
-    """Node of a non-elementwise op: `backward(node, *grads)` written with Tensor ops."""
-    __slots__ = ("_bwd", "_saved", "_names", "_attrs")
+    """Node of a non-elementwise op: `backward(node, *grads)` written with Tensor ops;
+    it gets one gradient (or None) per output."""
+    __slots__ = ("_bwd", "_saved", "_names", "_attrs", "_nout")
 
     def apply(self, grads):
+        if len(grads) < self._nout:
+            grads = list(grads) + [None] * (self._nout - len(grads))
         return self._bwd(self, *grads)
 
     def saved(self):
@@ -121,6 +125,7 @@ def record(name, inputs, outputs, backward, save=(), names=(), attrs=None):
         tuple(edge_of(t) if t is not None else (None, 0) for t in inputs),
         tuple(meta(t) for t in inputs))
     node._bwd = backward
+    node._nout = len(outputs)
     node._names = names
     node._attrs = attrs
     for i, o in enumerate(outputs):
@@ -172,7 +177,8 @@ class ElementwiseOp:
     `partials[i]` is d out / d args[i] as a formula, or None if not differentiable."""
 
     def __init__(self, name, args, out, partials, floating=False, bool_out=False, bool_args=(),
-                 node_names=None, domain=(-2.0, 2.0), scalars=None, scalar_params=()):
+                 node_names=None, domain=(-2.0, 2.0), scalars=None, scalar_params=(),
+                 bool_promotes=False):
         self.name = name
         self.args = tuple(args)
         names = self.args + ("out",)
@@ -185,6 +191,7 @@ class ElementwiseOp:
         self.differentiable = any(p is not None for p in partials) and not bool_out
         self.node_names = node_names or {}
         self.scalar_params = frozenset(scalar_params)
+        self.bool_promotes = bool_promotes  # boolean inputs compute in int64 (torch's pow)
         # For the registry-driven tests: where inputs are valid, and operands that
         # are op parameters (sampled as these Python numbers, not tensors).
         self.domain = domain
@@ -315,7 +322,7 @@ class ElementwiseNode(Node):
                     args.append(v.data(self) if type(v) is SavedTensor else v)
                 if uses_out:
                     args.append(self._out.data(self))
-                r = fn(*args)
+                r = quiet(fn, *args)
                 if type(r) is not np.ndarray:
                     r = np.asarray(r)
             res.append(Tensor(r))
@@ -390,6 +397,8 @@ def compute_dtype(op, operands):
                         "work on the real and imaginary parts as float tensors")
     if op.floating and res.kind in "biu":
         res = _dt.get_default_dtype().np
+    elif res.kind == "b" and op.bool_promotes:
+        res = np.dtype(np.int64)
     # float16 computes in float32 (Numba's CPU target has no float16 arithmetic).
     kdt = _F32 if res == np.float16 else res
     return kdt, res
@@ -496,7 +505,7 @@ def _elementwise_jvp(op, operands, arrays, out, kdt):
                 res = term if res is None else res + term
         else:
             tarrs = [t._data.astype(kdt, copy=False) for t in tangents if t is not None]
-            r = op.jvp_kernel(kdt, mask)(*arrays, out._data.astype(kdt, copy=False), *tarrs)
+            r = quiet(op.jvp_kernel(kdt, mask), *arrays, out._data.astype(kdt, copy=False), *tarrs)
             res = Tensor(np.asarray(r).astype(out._data.dtype, copy=False))
     finally:
         FW[0] = prev
@@ -527,9 +536,9 @@ def _ufunc_call(op, kdt, res_dt, arrays, operands, out_arr):
     kernel = op._fwd.get(kdt) or op.forward_kernel(kdt)
     try:
         if out_arr is not None and res_dt == kdt:
-            r = kernel(*arrays, out=out_arr)
+            r = quiet(kernel, *arrays, out=out_arr)
         else:
-            r = kernel(*arrays)
+            r = quiet(kernel, *arrays)
     except ValueError:
         err = _broadcast_error(op, operands)
         if err is None:
@@ -610,7 +619,8 @@ def _record_elementwise(op, operands, out, kdt):
 
 
 def elementwise(name, args=("x",), out=None, floating=True, bool_out=False, bool_args=(),
-                node_names=None, domain=(-2.0, 2.0), scalars=None, scalar_params=(), **partials):
+                node_names=None, domain=(-2.0, 2.0), scalars=None, scalar_params=(),
+                bool_promotes=False, **partials):
     """Register an elementwise op from formulas and return the public function.
 
     `out` is the forward formula over the operand names `args`; each keyword
@@ -639,7 +649,8 @@ def elementwise(name, args=("x",), out=None, floating=True, bool_out=False, bool
                          f"among its arguments {list(args)}")
     op = ElementwiseOp(name, args, out, [partials.get(a) for a in args], floating=floating,
                        bool_out=bool_out, bool_args=bool_args, node_names=node_names,
-                       domain=domain, scalars=scalars, scalar_params=scalar_params)
+                       domain=domain, scalars=scalars, scalar_params=scalar_params,
+                       bool_promotes=bool_promotes)
     REGISTRY[name] = op
 
     def fn(*operands):

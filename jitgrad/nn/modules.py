@@ -1,0 +1,885 @@
+"""torch.nn's Module system and the common layers and losses, on jitgrad ops.
+
+A Module registers the Parameters, buffers and sub-Modules assigned to its
+attributes, so that `parameters()`, `state_dict()`, `to()`, `train()` and
+`zero_grad()` reach all of them:
+
+>>> import jitgrad
+>>> from jitgrad import nn
+>>> _ = jitgrad.manual_seed(0)
+>>> model = nn.Sequential(nn.Linear(4, 3), nn.ReLU())
+>>> model
+Sequential(
+  (0): Linear(in_features=4, out_features=3, bias=True)
+  (1): ReLU()
+)
+>>> [name for name, _ in model.named_parameters()]
+['0.weight', '0.bias']
+>>> model(jitgrad.ones(2, 4)).shape
+jitgrad.Size([2, 3])
+
+Saving and loading: a state_dict is a dict of Tensors, so numpy's `.npz`
+format holds it. The two-line recipe:
+
+>>> import os, tempfile
+>>> import numpy as np
+>>> path = os.path.join(tempfile.mkdtemp(), "model.npz")
+>>> np.savez(path, **{k: v.numpy() for k, v in model.state_dict().items()})
+>>> model.load_state_dict({k: jitgrad.from_numpy(v) for k, v in np.load(path).items()})
+<All keys matched successfully>
+"""
+import itertools
+import math
+from collections import OrderedDict, namedtuple
+
+import numpy as np
+
+from .. import dtypes as _dt
+from .._node import RemovableHandle, _handle_ids
+from ..autograd.grad_mode import no_grad
+from ..ops.creation import empty, ones, zeros
+from ..tensor import Size, Tensor, check_device, device as _device
+from . import functional as F
+from . import init
+from .parameter import Parameter
+
+__all__ = ["Module", "Linear", "Sequential", "Identity", "ReLU", "Tanh", "Sigmoid", "GELU",
+           "Softplus", "LayerNorm", "Dropout", "MSELoss", "CrossEntropyLoss", "NLLLoss"]
+
+
+def _typename(obj):
+    """torch.typename's spelling: `jitgrad.Tensor`, `int`, `mymodule.MyClass`."""
+    if isinstance(obj, Tensor):
+        return f"jitgrad.{type(obj).__name__}"
+    cls = type(obj)
+    return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _addindent(s, n):
+    lines = s.split("\n")
+    if len(lines) == 1:
+        return s
+    return lines[0] + "\n" + "\n".join((n * " ") + ln if ln.strip() else "" for ln in lines[1:])
+
+
+class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
+    """What `load_state_dict(strict=False)` could not match."""
+    __slots__ = ()
+
+    def __repr__(self):
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return super().__repr__()
+
+    __str__ = __repr__
+
+
+def _add_hook(hooks, hook, prepend, with_kwargs):
+    key = _handle_ids()
+    if prepend:
+        rest = list(hooks.items())
+        hooks.clear()
+        hooks[key] = (hook, with_kwargs)
+        hooks.update(rest)
+    else:
+        hooks[key] = (hook, with_kwargs)
+    return RemovableHandle(hooks, key)
+
+
+def _parse_to(args, kwargs):
+    """(device, dtype) of Module.to's forms: to(device), to(dtype), to(device, dtype), to(tensor)."""
+    dev, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
+    kwargs.pop("non_blocking", None)
+    kwargs.pop("memory_format", None)
+    if kwargs:
+        raise TypeError(f"to() received an invalid combination of arguments: {sorted(kwargs)}")
+    for a in args:
+        if isinstance(a, Tensor):
+            dev, dtype = a.device, a.dtype
+        elif isinstance(a, (str, _device)):
+            dev = a
+        elif isinstance(a, _dt.dtype):
+            dtype = a
+        elif a is not None:
+            raise TypeError(f"to() received an invalid argument {a!r}: expected a device, a dtype "
+                            "or a Tensor")
+    if dtype is not None:
+        dtype = _dt.to_dtype(dtype)
+        if not (dtype.is_floating_point or dtype.is_complex):
+            raise TypeError("nn.Module.to only accepts floating point or complex dtypes, but got "
+                            f"desired dtype={dtype!r}")
+    check_device(dev)  # raises for "cuda": this build has only the CPU
+    return dtype
+
+
+class Module:
+    """Base class of every layer and model (torch.nn.Module).
+
+    Subclasses call `super().__init__()` first, assign Parameters and
+    sub-Modules as attributes, and define `forward`; call the module itself
+    (not `forward`) so that hooks run.
+    """
+
+    training: bool
+
+    def __init__(self, *args, **kwargs):
+        if args or kwargs:
+            raise TypeError(f"{type(self).__name__}.__init__() got unexpected arguments; "
+                            "Module.__init__ takes none")
+        d = self.__dict__
+        d["training"] = True
+        d["_parameters"] = {}
+        d["_buffers"] = {}
+        d["_non_persistent_buffers_set"] = set()
+        d["_modules"] = {}
+        d["_forward_pre_hooks"] = {}
+        d["_forward_hooks"] = {}
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(
+            f'Module [{type(self).__name__}] is missing the required "forward" function')
+
+    def __call__(self, *args, **kwargs):
+        for hook, with_kwargs in tuple(self._forward_pre_hooks.values()):
+            if with_kwargs:
+                r = hook(self, args, kwargs)
+                if r is not None:
+                    if not (isinstance(r, tuple) and len(r) == 2):
+                        raise RuntimeError("forward pre-hook must return None or a tuple of "
+                                           f"(new_args, new_kwargs), but got {r}.")
+                    args, kwargs = r
+            else:
+                r = hook(self, args)
+                if r is not None:
+                    args = r if isinstance(r, tuple) else (r,)
+        result = self.forward(*args, **kwargs)
+        for hook, with_kwargs in tuple(self._forward_hooks.values()):
+            r = hook(self, args, kwargs, result) if with_kwargs else hook(self, args, result)
+            if r is not None:
+                result = r
+        return result
+
+    # ---- registration ---------------------------------------------------------------------
+    def _check_name(self, kind, name, own):
+        if not isinstance(name, str):
+            raise TypeError(f"{kind} name should be a string. Got {_typename(name)}")
+        if "." in name:
+            raise KeyError(f"{kind} name can't contain \".\"")
+        if name == "":
+            raise KeyError(f"{kind} name can't be empty string \"\"")
+        if hasattr(self, name) and name not in own:
+            raise KeyError(f"attribute '{name}' already exists")
+
+    def register_parameter(self, name, param):
+        if "_parameters" not in self.__dict__:
+            raise AttributeError("cannot assign parameter before Module.__init__() call")
+        self._check_name("parameter", name, self._parameters)
+        if param is not None:
+            if not isinstance(param, Parameter):
+                raise TypeError(f"cannot assign '{_typename(param)}' object to parameter '{name}' "
+                                "(jitgrad.nn.Parameter or None required)")
+            if param.grad_fn is not None:
+                raise ValueError(
+                    f"Cannot assign non-leaf Tensor to parameter '{name}'. Model parameters must "
+                    f"be created explicitly. To express '{name}' as a function of another Tensor, "
+                    "compute the value in the forward() method.")
+        self._parameters[name] = param
+
+    def register_buffer(self, name, tensor, persistent=True):
+        if "_buffers" not in self.__dict__:
+            raise AttributeError("cannot assign buffer before Module.__init__() call")
+        self._check_name("buffer", name, self._buffers)
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"cannot assign '{_typename(tensor)}' object to buffer '{name}' "
+                            "(jitgrad Tensor or None required)")
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent_buffers_set.discard(name)
+        else:
+            self._non_persistent_buffers_set.add(name)
+
+    def add_module(self, name, module):
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{_typename(module)} is not a Module subclass")
+        if not isinstance(name, str):
+            raise TypeError(f"module name should be a string. Got {_typename(name)}")
+        if hasattr(self, name) and name not in self._modules:
+            raise KeyError(f"attribute '{name}' already exists")
+        if "." in name:
+            raise KeyError(f"module name can't contain \".\", got: {name}")
+        if name == "":
+            raise KeyError("module name can't be empty string \"\"")
+        self._modules[name] = module
+
+    register_module = add_module
+
+    def __getattr__(self, name):
+        d = self.__dict__
+        for store in ("_parameters", "_buffers", "_modules"):
+            if store in d and name in d[store]:
+                return d[store][name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __setattr__(self, name, value):
+        d = self.__dict__
+        params = d.get("_parameters")
+
+        def remove_from(*stores):
+            for s in stores:
+                if name in s:
+                    s.discard(name) if isinstance(s, set) else s.pop(name)
+
+        if isinstance(value, Parameter):
+            if params is None:
+                raise AttributeError("cannot assign parameters before Module.__init__() call")
+            remove_from(d, self._buffers, self._modules, self._non_persistent_buffers_set)
+            self.register_parameter(name, value)
+        elif params is not None and name in params:
+            if value is not None:
+                raise TypeError(f"cannot assign '{_typename(value)}' as parameter '{name}' "
+                                "(jitgrad.nn.Parameter or None expected); wrap it: "
+                                "nn.Parameter(tensor)")
+            self.register_parameter(name, value)
+        else:
+            modules = d.get("_modules")
+            if isinstance(value, Module):
+                if modules is None:
+                    raise AttributeError("cannot assign module before Module.__init__() call")
+                remove_from(d, self._parameters, self._buffers, self._non_persistent_buffers_set)
+                modules[name] = value
+            elif modules is not None and name in modules:
+                if value is not None:
+                    raise TypeError(f"cannot assign '{_typename(value)}' as child module '{name}' "
+                                    "(jitgrad.nn.Module or None expected)")
+                modules[name] = value
+            else:
+                buffers = d.get("_buffers")
+                if buffers is not None and name in buffers:
+                    if value is not None and not isinstance(value, Tensor):
+                        raise TypeError(f"cannot assign '{_typename(value)}' as buffer '{name}' "
+                                        "(jitgrad.Tensor or None expected)")
+                    buffers[name] = value
+                else:
+                    object.__setattr__(self, name, value)
+
+    def __delattr__(self, name):
+        for store in (self._parameters, self._buffers, self._modules):
+            if name in store:
+                del store[name]
+                self._non_persistent_buffers_set.discard(name)
+                return
+        object.__delattr__(self, name)
+
+    def __dir__(self):
+        keys = list(dir(type(self))) + list(self.__dict__) + list(self._parameters) + \
+            list(self._modules) + list(self._buffers)
+        return sorted(k for k in set(keys) if not k[0].isdigit())
+
+    # ---- traversal ------------------------------------------------------------------------
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        if memo is None:
+            memo = set()
+        if self in memo:
+            return
+        if remove_duplicate:
+            memo.add(self)
+        yield prefix, self
+        for name, m in self._modules.items():
+            if m is None:
+                continue
+            yield from m.named_modules(memo, prefix + ("." if prefix else "") + name,
+                                       remove_duplicate)
+
+    def modules(self):
+        for _, m in self.named_modules():
+            yield m
+
+    def named_children(self):
+        seen = set()
+        for name, m in self._modules.items():
+            if m is not None and m not in seen:
+                seen.add(m)
+                yield name, m
+
+    def children(self):
+        for _, m in self.named_children():
+            yield m
+
+    def _named_members(self, members, prefix, recurse, remove_duplicate):
+        seen = set()
+        mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) \
+            if recurse else [(prefix, self)]
+        for mod_prefix, m in mods:
+            for name, v in members(m):
+                if v is None or id(v) in seen:
+                    continue
+                if remove_duplicate:
+                    seen.add(id(v))
+                yield mod_prefix + ("." if mod_prefix else "") + name, v
+
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        return self._named_members(lambda m: m._parameters.items(), prefix, recurse,
+                                   remove_duplicate)
+
+    def parameters(self, recurse=True):
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        return self._named_members(lambda m: m._buffers.items(), prefix, recurse,
+                                   remove_duplicate)
+
+    def buffers(self, recurse=True):
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    def get_submodule(self, target):
+        mod = self
+        for item in target.split(".") if target else ():
+            if not hasattr(mod, item):
+                raise AttributeError(f"{mod._get_name()} has no attribute `{item}`")
+            mod = getattr(mod, item)
+            if not isinstance(mod, Module):
+                raise AttributeError(f"`{item}` is not an nn.Module")
+        return mod
+
+    def apply(self, fn):
+        """Call fn on every submodule (children first, as torch), then on self."""
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    # ---- modes and gradients --------------------------------------------------------------
+    def train(self, mode=True):
+        if not isinstance(mode, bool):
+            raise ValueError("training mode is expected to be boolean")
+        self.training = mode
+        for m in self.children():
+            m.train(mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad=True):
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none=True):
+        for p in self.parameters():
+            _zero_grad(p, set_to_none)
+
+    # ---- dtype and device -----------------------------------------------------------------
+    def _apply(self, fn):
+        """Convert parameters (in place: each keeps its identity, as torch's
+        `param.data = fn(param)`), their grads, and buffers."""
+        for m in self.children():
+            m._apply(fn)
+        with no_grad():
+            for p in self._parameters.values():
+                if p is None:
+                    continue
+                new = fn(p)
+                if new is not p:
+                    p._data = new._data
+                g = p._grad
+                if g is not None:
+                    new = fn(g)
+                    if new is not g:
+                        g._data = new._data
+            for name, b in self._buffers.items():
+                if b is not None:
+                    self._buffers[name] = fn(b)
+        return self
+
+    def to(self, *args, **kwargs):
+        """to(dtype), to(device), to(device, dtype), to(tensor). Floating-point
+        parameters and buffers change dtype; only the "cpu" device exists."""
+        dtype = _parse_to(args, dict(kwargs))
+        if dtype is None:
+            return self
+        return self._apply(lambda t: t.to(dtype) if t.is_floating_point() or t.is_complex() else t)
+
+    def _cast_floats(self, dtype):
+        return self._apply(lambda t: t.to(dtype) if t.is_floating_point() else t)
+
+    def float(self):
+        return self._cast_floats(_dt.float32)
+
+    def double(self):
+        return self._cast_floats(_dt.float64)
+
+    def half(self):
+        return self._cast_floats(_dt.float16)
+
+    def cpu(self):
+        return self
+
+    def cuda(self, device=None):
+        check_device("cuda" if device is None else device)
+        return self
+
+    # ---- state_dict -----------------------------------------------------------------------
+    def state_dict(self, *, destination=None, prefix="", keep_vars=False):
+        """Parameters and persistent buffers by dotted name (detached, sharing storage)."""
+        if destination is None:
+            destination = OrderedDict()
+        for name, p in self._parameters.items():
+            if p is not None:
+                destination[prefix + name] = p if keep_vars else p.detach()
+        for name, b in self._buffers.items():
+            if b is not None and name not in self._non_persistent_buffers_set:
+                destination[prefix + name] = b if keep_vars else b.detach()
+        for name, m in self._modules.items():
+            if m is not None:
+                m.state_dict(destination=destination, prefix=prefix + name + ".",
+                             keep_vars=keep_vars)
+        return destination
+
+    def _local_state(self):
+        persistent = ((k, v) for k, v in self._buffers.items()
+                      if k not in self._non_persistent_buffers_set)
+        return {k: v for k, v in itertools.chain(self._parameters.items(), persistent)
+                if v is not None}
+
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        """Copy parameters and buffers from `state_dict` (torch's rules and error
+        texts). Everything is checked before anything is written: when loading
+        fails, the module is unchanged. Returns (missing_keys, unexpected_keys)."""
+        if not hasattr(state_dict, "keys") or not hasattr(state_dict, "__getitem__"):
+            raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
+        missing, unexpected, errors, writes = [], [], [], []
+
+        def visit(module, prefix):
+            local = module._local_state()
+            for name, t in local.items():
+                key = prefix + name
+                if key not in state_dict:
+                    missing.append(key)
+                    continue
+                src = state_dict[key]
+                if not isinstance(src, Tensor):
+                    errors.append(f'While copying the parameter named "{key}", expected '
+                                  "jitgrad.Tensor or Tensor-like object from checkpoint but "
+                                  f"received {type(src)}")
+                    continue
+                arr = src._data
+                if t._data.ndim == 0 and arr.shape == (1,):
+                    arr = arr.reshape(())
+                if arr.shape != t._data.shape:
+                    errors.append(f"size mismatch for {key}: copying a param with shape "
+                                  f"{Size(src.shape)} from checkpoint, the shape in current "
+                                  f"model is {t.shape}.")
+                    continue
+                if arr.dtype.kind == "c" and t._data.dtype.kind != "c":
+                    errors.append(f'While copying the parameter named "{key}", whose dimensions '
+                                  f"in the model are {t.shape} and whose dimensions in the "
+                                  f"checkpoint are {src.shape}, an exception occurred : "
+                                  f"('cannot copy complex values into a {t.dtype} tensor',).")
+                    continue
+                writes.append((module, name, t, src, arr))
+            for key in state_dict.keys():
+                if not isinstance(key, str) or not key.startswith(prefix):
+                    continue
+                head = key[len(prefix):].split(".", 1)
+                if len(head) > 1:
+                    if head[0] not in module._modules:
+                        unexpected.append(key)
+                elif head[0] not in local:
+                    unexpected.append(key)
+            for name, child in module._modules.items():
+                if child is not None:
+                    visit(child, prefix + name + ".")
+
+        visit(self, "")
+        if strict:
+            if unexpected:
+                errors.insert(0, "Unexpected key(s) in state_dict: {}. ".format(
+                    ", ".join(f'"{k}"' for k in unexpected)))
+            if missing:
+                errors.insert(0, "Missing key(s) in state_dict: {}. ".format(
+                    ", ".join(f'"{k}"' for k in missing)))
+        if errors:
+            raise RuntimeError("Error(s) in loading state_dict for {}:\n\t{}".format(
+                type(self).__name__, "\n\t".join(errors)))
+        for module, name, t, src, arr in writes:
+            if assign:
+                if isinstance(t, Parameter):
+                    new = Parameter(Tensor(arr) if arr is not src._data else src,
+                                    requires_grad=t.requires_grad)
+                    module._parameters[name] = new
+                else:
+                    module._buffers[name] = src
+            else:
+                np.copyto(t._data, arr, casting="unsafe")
+                t._vc[0] += 1
+        return _IncompatibleKeys(missing, unexpected)
+
+    # ---- hooks ----------------------------------------------------------------------------
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """hook(module, args) -> None or new args (a non-tuple is wrapped in one);
+        with_kwargs: hook(module, args, kwargs) -> None or (args, kwargs)."""
+        return _add_hook(self._forward_pre_hooks, hook, prepend, with_kwargs)
+
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """hook(module, args, output) -> None or a replacement output;
+        with_kwargs: hook(module, args, kwargs, output)."""
+        return _add_hook(self._forward_hooks, hook, prepend, with_kwargs)
+
+    # ---- printing -------------------------------------------------------------------------
+    def extra_repr(self):
+        return ""
+
+    def _get_name(self):
+        return type(self).__name__
+
+    def __repr__(self):
+        extra = self.extra_repr()
+        extra_lines = extra.split("\n") if extra else []
+        child_lines = [f"({key}): {_addindent(repr(m), 2)}" for key, m in self._modules.items()]
+        lines = extra_lines + child_lines
+        s = self._get_name() + "("
+        if lines:
+            if len(extra_lines) == 1 and not child_lines:
+                s += extra_lines[0]
+            else:
+                s += "\n  " + "\n  ".join(lines) + "\n"
+        return s + ")"
+
+
+def _zero_grad(p, set_to_none):
+    g = p.grad
+    if g is None:
+        return
+    if set_to_none:
+        p.grad = None
+        return
+    if g.grad_fn is not None:
+        g.detach_()
+    else:
+        g.requires_grad_(False)
+    if g._data.flags.writeable:
+        g._data[...] = 0
+    else:  # e.g. a broadcast gradient: give it its own storage
+        g._data = np.zeros_like(g._data)
+    g._vc[0] += 1
+
+
+# ---- containers -------------------------------------------------------------------------------
+
+
+class Sequential(Module):
+    """Modules run in order: `Sequential(m0, m1, ...)` or `Sequential(OrderedDict(name=m))`.
+
+    >>> from jitgrad import nn
+    >>> s = nn.Sequential(nn.Tanh(), nn.ReLU())
+    >>> len(s), s[-1], s[:1]
+    (2, ReLU(), Sequential(
+      (0): Tanh()
+    ))
+    """
+
+    def __init__(self, *args):
+        super().__init__()
+        if len(args) == 1 and isinstance(args[0], OrderedDict):
+            for key, module in args[0].items():
+                self.add_module(key, module)
+        else:
+            for idx, module in enumerate(args):
+                self.add_module(str(idx), module)
+
+    def _index(self, idx):
+        size = len(self)
+        idx = idx.__index__()
+        if not -size <= idx < size:
+            raise IndexError(f"index {idx} is out of range")
+        return idx % size
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return type(self)(OrderedDict(list(self._modules.items())[idx]))
+        return list(self._modules.values())[self._index(idx)]
+
+    def __setitem__(self, idx, module):
+        setattr(self, list(self._modules)[self._index(idx)], module)
+
+    def __delitem__(self, idx):
+        keys = list(self._modules)
+        for key in keys[idx] if isinstance(idx, slice) else [keys[self._index(idx)]]:
+            del self._modules[key]
+        kept = list(self._modules.values())
+        self._modules.clear()
+        self._modules.update((str(i), m) for i, m in enumerate(kept))
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def __add__(self, other):
+        if not isinstance(other, Sequential):
+            raise ValueError("add operator supports only objects of Sequential class, but "
+                             f"{type(other)} is given.")
+        out = Sequential()
+        for layer in itertools.chain(self, other):
+            out.append(layer)
+        return out
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules):
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index, module):
+        if not isinstance(module, Module):
+            raise AssertionError(f"module should be of type: {Module}")
+        n = len(self._modules)
+        if not -n <= index <= n:
+            raise IndexError(f"Index out of range: {index}")
+        if index < 0:
+            index += n
+        for i in range(n, index, -1):
+            self._modules[str(i)] = self._modules[str(i - 1)]
+        self._modules[str(index)] = module
+        return self
+
+    def pop(self, key):
+        v = self[key]
+        del self[key]
+        return v
+
+    def forward(self, input):
+        for module in self:
+            input = module(input)
+        return input
+
+
+# ---- layers ---------------------------------------------------------------------------------
+
+
+class Identity(Module):
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, input):
+        return input
+
+
+class Linear(Module):
+    """y = x @ weight.T + bias, initialised as torch does: weight by
+    kaiming_uniform_(a=sqrt(5)), i.e. U(-1/sqrt(in), 1/sqrt(in)), bias U(-1/sqrt(in),
+    1/sqrt(in)); the draws come from jitgrad's generator (`jitgrad.manual_seed`).
+
+    >>> import jitgrad
+    >>> from jitgrad import nn
+    >>> lin = nn.Linear(4, 3)
+    >>> lin
+    Linear(in_features=4, out_features=3, bias=True)
+    >>> lin.weight.shape, lin.bias.shape
+    (jitgrad.Size([3, 4]), jitgrad.Size([3]))
+    >>> float(lin.weight.abs().max()) <= 0.5
+    True
+    """
+
+    def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
+        super().__init__()
+        self.in_features = in_features
+        self.out_features = out_features
+        self.weight = Parameter(empty((out_features, in_features), dtype=dtype, device=device))
+        if bias:
+            self.bias = Parameter(empty(out_features, dtype=dtype, device=device))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
+            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input):
+        return F.linear(input, self.weight, self.bias)
+
+    def extra_repr(self):
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}")
+
+
+class LayerNorm(Module):
+    """Normalise over the trailing `normalized_shape` dims, then scale and shift.
+
+    >>> from jitgrad import nn
+    >>> nn.LayerNorm(4)
+    LayerNorm((4,), eps=1e-05, elementwise_affine=True, bias=True)
+    """
+
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True,
+                 device=None, dtype=None):
+        super().__init__()
+        if isinstance(normalized_shape, int):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape = tuple(normalized_shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(ones(self.normalized_shape, dtype=dtype, device=device))
+            if bias:
+                self.bias = Parameter(zeros(self.normalized_shape, dtype=dtype, device=device))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def reset_parameters(self):
+        if self.elementwise_affine:
+            init.ones_(self.weight)
+            if self.bias is not None:
+                init.zeros_(self.bias)
+
+    def forward(self, input):
+        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
+
+
+class Dropout(Module):
+    """Zero each element with probability p in training mode (scaling the rest
+    by 1/(1-p)); the identity in eval mode. Draws from jitgrad's generator."""
+
+    def __init__(self, p=0.5, inplace=False):
+        super().__init__()
+        if p < 0 or p > 1:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        self.p = p
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.dropout(input, self.p, self.training, self.inplace)
+
+    def extra_repr(self):
+        return f"p={self.p}, inplace={self.inplace}"
+
+
+# ---- activations ----------------------------------------------------------------------------
+
+
+class ReLU(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return input.relu_() if self.inplace else F.relu(input)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
+class Tanh(Module):
+    def forward(self, input):
+        return F.tanh(input)
+
+
+class Sigmoid(Module):
+    def forward(self, input):
+        return F.sigmoid(input)
+
+
+class GELU(Module):
+    def __init__(self, approximate="none"):
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, input):
+        return F.gelu(input, approximate=self.approximate)
+
+    def extra_repr(self):
+        return f"approximate={self.approximate!r}"
+
+
+class Softplus(Module):
+    def __init__(self, beta=1.0, threshold=20.0):
+        super().__init__()
+        self.beta = beta
+        self.threshold = threshold
+
+    def forward(self, input):
+        return F.softplus(input, self.beta, self.threshold)
+
+    def extra_repr(self):
+        return f"beta={self.beta}, threshold={self.threshold}"
+
+
+# ---- losses ---------------------------------------------------------------------------------
+
+
+def _legacy_reduction(size_average, reduce, reduction):
+    if size_average is None and reduce is None:
+        return reduction
+    import warnings
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    out = "mean" if size_average and reduce else "sum" if reduce else "none"
+    warnings.warn("size_average and reduce args will be deprecated, please use "
+                  f"reduction='{out}' instead.", stacklevel=3)
+    return out
+
+
+class _Loss(Module):
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
+        super().__init__()
+        self.reduction = _legacy_reduction(size_average, reduce, reduction)
+
+
+class _WeightedLoss(_Loss):
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.register_buffer("weight", weight)
+
+
+class MSELoss(_Loss):
+    def forward(self, input, target):
+        return F.mse_loss(input, target, reduction=self.reduction)
+
+
+class NLLLoss(_WeightedLoss):
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                 reduction="mean"):
+        super().__init__(weight, size_average, reduce, reduction)
+        self.ignore_index = ignore_index
+
+    def forward(self, input, target):
+        return F.nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index,
+                          reduction=self.reduction)
+
+
+class CrossEntropyLoss(_WeightedLoss):
+    """log_softmax + nll_loss over dim 1 (class indices or class probabilities).
+
+    >>> import jitgrad
+    >>> loss = jitgrad.nn.CrossEntropyLoss()
+    >>> loss(jitgrad.zeros(2, 4), jitgrad.tensor([0, 3]))
+    tensor(1.3863)
+    """
+
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                 reduction="mean", label_smoothing=0.0):
+        super().__init__(weight, size_average, reduce, reduction)
+        self.ignore_index = ignore_index
+        self.label_smoothing = label_smoothing
+
+    def forward(self, input, target):
+        return F.cross_entropy(input, target, weight=self.weight, ignore_index=self.ignore_index,
+                               reduction=self.reduction, label_smoothing=self.label_smoothing)

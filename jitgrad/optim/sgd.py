@@ -1,0 +1,57 @@
+"""SGD with momentum, dampening, Nesterov momentum, weight decay and maximize,
+as torch.optim.SGD; each parameter's update is one fused kernel call."""
+from ..tensor import Tensor
+from . import _kernels
+from .optimizer import Optimizer
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent (torch.optim.SGD's algorithm and defaults).
+
+    >>> import jitgrad
+    >>> w = jitgrad.nn.Parameter(jitgrad.tensor([1.0, 2.0]))
+    >>> opt = jitgrad.optim.SGD([w], lr=0.1, momentum=0.9)
+    >>> (w * w).sum().backward()
+    >>> opt.step()
+    >>> w
+    Parameter containing:
+    tensor([0.8000, 1.6000], requires_grad=True)
+    """
+
+    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False,
+                 *, maximize=False):
+        if isinstance(lr, Tensor) and lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+        if lr < 0.0:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if momentum < 0.0:
+            raise ValueError(f"Invalid momentum value: {momentum}")
+        if weight_decay < 0.0:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                        nesterov=nesterov, maximize=maximize)
+        super().__init__(params, defaults)
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("nesterov", False)
+            group.setdefault("maximize", False)
+
+    def _update(self, group, p, state, flat, grad, dtype):
+        momentum = float(group["momentum"])
+        wd = float(group["weight_decay"])
+        kernel = _kernels.sgd_kernel(dtype, momentum != 0, bool(group["nesterov"]) and momentum != 0,
+                                     bool(group["maximize"]), wd != 0)
+        args = [flat, grad]
+        if momentum:
+            first = state.get("momentum_buffer") is None
+            args.append(self._buffer(state, "momentum_buffer", p))
+        args.append(-float(group["lr"]))
+        if wd:
+            args.append(wd)
+        if momentum:
+            args += [momentum, 1 - float(group["dampening"]), first]
+        kernel(*args)
