@@ -13,6 +13,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import jitgrad  # noqa: E402
 from jitgrad import _state  # noqa: E402
 
+import helpers  # noqa: E402
+
+
+@pytest.fixture(params=["jitgrad", "torch"])
+def lib(request):
+    """The library under test, or torch as the oracle: a test body written once
+    against the shared API runs on both (the torch run skips without torch)."""
+    return jitgrad if request.param == "jitgrad" else helpers.require_torch()
+
 
 @pytest.fixture(autouse=True)
 def _fresh_global_state():

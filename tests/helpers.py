@@ -40,6 +40,34 @@ def to_numpy(t):
     return t.detach().cpu().numpy()
 
 
+# ---- torch counterparts of registry ops ------------------------------------------------------
+
+# Elementwise ops whose torch counterpart is not torch.<name>.
+TORCH_ELEMENTWISE = {
+    "gelu": lambda F: lambda x: F.gelu(x),
+    "gelu_tanh": lambda F: lambda x: F.gelu(x, approximate="tanh"),
+    "softplus": lambda F: lambda x, beta, threshold: F.softplus(x, beta, threshold),
+    "masked_fill": lambda F: lambda x, c, v: x.masked_fill(c, v),
+}
+# Operands whose torch counterpart accepts a 0-d tensor only.
+TORCH_OPERAND_SHAPES = {("masked_fill", "v"): ()}
+# Kernels of in-place methods (no public function): tested through those methods.
+INPLACE_KERNELS = {"fill": "fill_", "copy": "copy_"}
+
+
+def torch_elementwise(name):
+    """The torch function computing the same as registry op `name` (same operands)."""
+    th = require_torch()
+    if name in TORCH_ELEMENTWISE:
+        return TORCH_ELEMENTWISE[name](th.nn.functional)
+    fn = getattr(th, name, None)
+    if fn is None:
+        pytest.fail(f"elementwise op {name!r} has no torch equivalent: add one to "
+                    f"TORCH_ELEMENTWISE in {__file__} (or to INPLACE_KERNELS if it only backs an "
+                    f"in-place method)")
+    return fn
+
+
 # ---- samples -> arguments ---------------------------------------------------------------------
 
 class Materialized:
@@ -51,11 +79,17 @@ class Materialized:
         self.jg_leaves, self.th_leaves = [], []
 
 
-def draw(arg, rng, dtype="float64"):
-    """The numpy values of one Arg."""
+def draw(arg, rng, dtype="float64", grid=None):
+    """The numpy values of one Arg; with `grid`, floats are snapped to multiples of
+    it inside [low, high), so that values repeat and land on kinks such as 0."""
     shape = tuple(arg.shape)
     if arg.kind in ("float", "const"):
-        return rng.uniform(arg.low, arg.high, shape).astype(dtype)
+        v = rng.uniform(arg.low, arg.high, shape)
+        if grid:
+            lo, hi = np.ceil(arg.low / grid) * grid, (np.ceil(arg.high / grid) - 1) * grid
+            assert lo <= hi, f"no multiple of {grid} in [{arg.low}, {arg.high})"
+            v = np.clip(np.round(v / grid) * grid, lo, hi)
+        return np.asarray(v, dtype=dtype)  # 0-d stays an array, not a numpy scalar
     if arg.kind == "int":
         n, high = int(np.prod(shape)), int(arg.high)
         # Distinct indices where they fit: index_put with repeated indices is
@@ -68,7 +102,7 @@ def draw(arg, rng, dtype="float64"):
     raise ValueError(f"unknown Arg kind {arg.kind!r}")
 
 
-def materialize(sample, rng, dtype="float64"):
+def materialize(sample, rng, dtype="float64", grid=None):
     """Sample -> Materialized. Arg kind "float": a float tensor requiring grad with
     values in [low, high); "int": int64 indices in [0, high); "bool": a random mask;
     "const": a float tensor without grad. Tuples and lists are materialized item by
@@ -77,7 +111,7 @@ def materialize(sample, rng, dtype="float64"):
 
     def conv(v):
         if isinstance(v, Arg):
-            arr = draw(v, rng, dtype)
+            arr = draw(v, rng, dtype, grid)
             jg = jitgrad.tensor(arr)
             th = torch.tensor(arr) if torch is not None else None
             if v.kind == "float":
@@ -119,7 +153,8 @@ def outputs_of(out):
 def assert_same(jg, th, rtol, atol, what="output"):
     """jitgrad tensor == torch tensor: shape, dtype and values (NaN == NaN)."""
     assert isinstance(jg, jitgrad.Tensor), f"{what}: expected a jitgrad.Tensor, got {type(jg)}"
-    assert tuple(jg.shape) == tuple(th.shape), f"{what}: shape {tuple(jg.shape)} != torch {tuple(th.shape)}"
+    assert tuple(jg.shape) == tuple(th.shape), (
+        f"{what}: shape {tuple(jg.shape)} != torch {tuple(th.shape)}")
     assert dtype_name(jg) == dtype_name(th), f"{what}: dtype {jg.dtype} != torch {th.dtype}"
     a, b = to_numpy(jg), to_numpy(th)
     if a.dtype.kind in "fc":
@@ -129,15 +164,16 @@ def assert_same(jg, th, rtol, atol, what="output"):
 
 
 def check_torch(jg_fn, torch_fn, shapes_or_args, dtype="float32", rtol=None, atol=None, seed=0,
-                grad=True):
+                grad=True, grid=None):
     """Run `jg_fn` and `torch_fn` on the same seeded inputs; compare the outputs,
     then the gradients of sum(out * w) (w: a fixed random weight per output) with
-    respect to every float input. Returns (jitgrad outputs, torch outputs)."""
+    respect to every float input (skipped with grad=False). `shapes_or_args`: see
+    as_sample; `grid`: see draw. Returns (jitgrad outputs, torch outputs)."""
     th = require_torch()
     tol = dict(TOLERANCE.get(dtype, TOLERANCE["float64"]))
     tol.update({k: v for k, v in (("rtol", rtol), ("atol", atol)) if v is not None})
     rng = rng_for("check_torch", seed)
-    m = materialize(as_sample(shapes_or_args), rng, dtype)
+    m = materialize(as_sample(shapes_or_args), rng, dtype, grid)
     jo = outputs_of(jg_fn(*m.jg_args, **m.jg_kwargs))
     to = outputs_of(torch_fn(*m.th_args, **m.th_kwargs))
     assert len(jo) == len(to), f"{len(jo)} outputs, torch has {len(to)}"

@@ -147,13 +147,15 @@ class FusedGroup:
             kinds = tuple(("a" if type(s) is SavedTensor else "s") if need else "-"
                           for s, need in zip(m._saved, need_args))
             targets = []
-            for j, (p, nr) in enumerate(m._edges):
+            j = -1
+            for p, nr in m._edges:
+                j += 1
                 if p is None:
                     targets.append(None)
                 elif not mask >> j & 1:
                     targets.append(None)
                     edges.append((p, nr, None))  # no gradient, but a dependency to release
-                elif p in index and m._in_meta[j][0] == self.shape:
+                elif p in index:
                     targets.append(("m", index[p]))
                 else:
                     slot = slots.get((p, nr))
@@ -168,7 +170,7 @@ class FusedGroup:
         self.ext_in = ext_in
         self.edges = edges
         self.slot_meta = slot_meta
-        self.kernel_spec = (self.kdt.name, tuple(specs), len(slot_meta))
+        self.kernel_spec = (_DTYPE_NAMES[self.kdt], tuple(specs), len(slot_meta))
 
     def name(self):
         return "Fused[" + ", ".join(m.name() for m in self.members) + "]"
@@ -225,6 +227,7 @@ def _uniform(a):
 
 
 _BOOL = np.dtype(np.bool_)
+_DTYPE_NAMES = {np.dtype(n): n for n in ("float32", "float64", "int32", "int64", "bool")}
 
 
 def _flat(a, shape, n, dtype):
@@ -243,7 +246,7 @@ def explain(*tensors):
     names (newest first). Nodes not listed run one by one.
 
     >>> import jitgrad
-    >>> x = jitgrad.ones(4, requires_grad=True)
+    >>> x = jitgrad.ones(100_000, requires_grad=True)
     >>> jitgrad.autograd.fusion.explain((x.sin() * x).exp().sum())
     [['ExpBackward0', 'MulBackward0', 'SinBackward0']]
     """

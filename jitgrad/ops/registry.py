@@ -289,8 +289,9 @@ def _forget_kernels():
 
 
 class ElementwiseNode(Node):
-    # _shape: the output's shape, or None when the output dtype differs from the
-    # kernel dtype (float16): such nodes never join a fused group.
+    # _shape: the output's shape, or None when the node never joins a fused group:
+    # its output dtype differs from the kernel dtype (float16), or it is smaller
+    # than kernels/fuse.py FUSE_MIN_ELEMENTS (where running nodes one by one is faster).
     __slots__ = ("_op", "_saved", "_out", "_kdt", "_mask", "_shape")
 
     def apply(self, grads):
@@ -573,7 +574,7 @@ def _record_unary(op, v, out, kdt):
     node._mask = 1
     node._saved = (SavedTensor(v) if need_args[0] else None,)
     r = out._data
-    node._shape = r.shape if r.dtype == kdt else None
+    node._shape = r.shape if r.dtype == kdt and r.size >= _fuse.FUSE_MIN_ELEMENTS else None
     out.grad_fn = node
     out._rg = True
     node._out = SavedTensor(out, is_output=True) if need_out else None
@@ -612,7 +613,8 @@ def _record_elementwise(op, operands, out, kdt):
     node._kdt = kdt
     node._mask = mask
     node._saved = saved
-    node._shape = out._data.shape if out._data.dtype == kdt else None
+    r = out._data
+    node._shape = r.shape if r.dtype == kdt and r.size >= _fuse.FUSE_MIN_ELEMENTS else None
     out.grad_fn = node
     out._rg = True
     node._out = SavedTensor(out, is_output=True) if need_out else None

@@ -12,6 +12,13 @@ from hypothesis import given, settings, strategies as st
 import jitgrad
 from jitgrad.autograd.fusion import explain, set_fusion_enabled
 
+@pytest.fixture(autouse=True)
+def fuse_small_tensors(monkeypatch):
+    """These tests use small tensors; fusion normally starts at FUSE_MIN_ELEMENTS."""
+    from jitgrad.kernels import fuse
+    monkeypatch.setattr(fuse, "FUSE_MIN_ELEMENTS", 0)
+
+
 TOL = {"float32": dict(rtol=2e-5, atol=1e-6), "float64": dict(rtol=1e-12, atol=1e-13)}
 
 
@@ -226,6 +233,7 @@ def test_second_identical_step_compiles_nothing_and_hits_the_plan_cache():
 
 SCRIPT = textwrap.dedent("""
     import jitgrad
+    jitgrad.kernels.fuse.FUSE_MIN_ELEMENTS = 0  # fuse these small tensors too
     x = jitgrad.linspace(-1, 1, 7, requires_grad=True)
     (x.sin() * x.tanh() + x.exp() * 0.25).sum().backward()
     s = jitgrad.compile_stats()

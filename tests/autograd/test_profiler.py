@@ -124,7 +124,8 @@ def test_method_and_function_of_the_same_op_are_one_event():
     assert names == ["aten::add", "aten::add", "aten::mul", "aten::mul_", "aten::add_"]
 
 
-def test_fused_group_and_node_events():
+def test_fused_group_and_node_events(monkeypatch):
+    monkeypatch.setattr(jitgrad.kernels.fuse, "FUSE_MIN_ELEMENTS", 0)  # fuse this small tensor
     x = jitgrad.randn(16, requires_grad=True)
 
     def step():

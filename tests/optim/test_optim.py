@@ -1,0 +1,498 @@
+"""jitgrad.optim against torch.optim: trajectories step for step from the same
+parameters and gradient sequence, param groups, state_dict round trips, the
+fused kernels (one call per parameter and step, hyper-parameters as
+arguments), and torch's errors for bad input."""
+import copy
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+import jitgrad
+from jitgrad import nn, optim
+from jitgrad.kernels import cache
+from jitgrad.optim import _kernels
+
+torch = pytest.importorskip("torch")
+
+SHAPES = [(37,), (4, 5), ()]  # vector body + scalar tail of the kernel loop, a 0-d parameter
+STEPS = 20
+TOL = {"float32": dict(rtol=1e-6, atol=1e-7), "float64": dict(rtol=1e-12, atol=1e-14)}
+
+CONFIGS = [
+    ("SGD", dict(lr=0.1)),
+    ("SGD", dict(lr=0.1, momentum=0.9)),
+    ("SGD", dict(lr=0.05, momentum=0.9, nesterov=True)),
+    ("SGD", dict(lr=0.1, momentum=0.8, dampening=0.3)),
+    ("SGD", dict(lr=0.1, weight_decay=0.1)),
+    ("SGD", dict(lr=0.1, momentum=0.5, weight_decay=0.05, maximize=True)),
+    ("SGD", dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01, maximize=True)),
+    ("Adam", dict(lr=0.01)),
+    ("Adam", dict(lr=0.01, amsgrad=True)),
+    ("Adam", dict(lr=0.01, weight_decay=0.1)),
+    ("Adam", dict(lr=0.02, betas=(0.3, 0.8), eps=1e-6, maximize=True)),
+    ("Adam", dict(lr=0.01, weight_decay=0.1, amsgrad=True, maximize=True)),
+    ("AdamW", dict(lr=0.01)),
+    ("AdamW", dict(lr=0.01, weight_decay=0.5, amsgrad=True)),
+    ("AdamW", dict(lr=0.01, betas=(0.6, 0.99), maximize=True)),
+]
+CONFIG_IDS = [f"{name}-" + "-".join(f"{k}={v}" for k, v in kw.items()) for name, kw in CONFIGS]
+
+
+def make_problem(dtype, seed=0, shapes=SHAPES, steps=STEPS):
+    """Initial values and a gradient sequence; parameter 1 has no gradient at step 3
+    (it must be skipped, its state untouched)."""
+    rng = np.random.default_rng(seed)
+    init = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    grads = [[rng.standard_normal(s).astype(dtype) for s in shapes] for _ in range(steps)]
+    grads[3][1] = None
+    return init, grads
+
+
+def params_for(lib, init):
+    return [lib.nn.Parameter(lib.tensor(a)) for a in init]
+
+
+def feed(lib, params, grads):
+    for p, g in zip(params, grads):
+        p.grad = None if g is None else lib.tensor(g)
+
+
+def run_steps(opt, lib, params, grads):
+    for gs in grads:
+        feed(lib, params, gs)
+        opt.step()
+
+
+def values(params):
+    return [np.array(p.detach().numpy()) for p in params]
+
+
+def assert_params_close(jg_params, th_params, dtype):
+    for a, b in zip(values(jg_params), values(th_params)):
+        np.testing.assert_allclose(a, b, **TOL[dtype])
+
+
+def assert_states_close(jg_opt, th_opt, jg_params, th_params, dtype):
+    for pj, pt in zip(jg_params, th_params):
+        sj, st = jg_opt.state[pj], th_opt.state[pt]
+        assert list(sj) == list(st)
+        for key in st:
+            np.testing.assert_allclose(sj[key].numpy(), st[key].numpy(), **TOL[dtype])
+            assert sj[key].dtype == getattr(jitgrad, str(st[key].dtype).split(".")[-1])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name, kwargs", CONFIGS, ids=CONFIG_IDS)
+def test_trajectory_matches_torch(name, kwargs, dtype):
+    init, grads = make_problem(dtype)
+    pj, pt = params_for(jitgrad, init), params_for(torch, init)
+    oj, ot = getattr(optim, name)(pj, **kwargs), getattr(torch.optim, name)(pt, **kwargs)
+    for step, gs in enumerate(grads):
+        feed(jitgrad, pj, gs)
+        feed(torch, pt, gs)
+        oj.step()
+        ot.step()
+        assert_params_close(pj, pt, dtype)
+    assert_states_close(oj, ot, pj, pt, dtype)
+    assert all(p.dtype == getattr(jitgrad, dtype) and p.is_leaf and p.requires_grad for p in pj)
+
+
+def test_sgd_is_bit_exact_with_torch():
+    """Same op order and the same fused multiply-adds as ATen: identical bits."""
+    init, grads = make_problem("float32", seed=1, shapes=[(1000,), (7,)])
+    for kw in (dict(lr=0.1, momentum=0.9, weight_decay=0.01), dict(lr=0.1, momentum=0.9,
+                                                                   nesterov=True)):
+        pj, pt = params_for(jitgrad, init), params_for(torch, init)
+        run_steps(optim.SGD(pj, **kw), jitgrad, pj, grads)
+        run_steps(torch.optim.SGD(pt, **kw), torch, pt, grads)
+        for a, b in zip(values(pj), values(pt)):
+            np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("name, kwargs", [("SGD", dict(lr=0.1, momentum=0.9)),
+                                          ("Adam", dict(lr=0.01, amsgrad=True))])
+def test_param_groups_with_own_options(name, kwargs):
+    init, grads = make_problem("float64")
+
+    def groups(params):
+        return [{"params": params[:1], "lr": 0.5},
+                {"params": params[1:], "weight_decay": 0.2}]
+    pj, pt = params_for(jitgrad, init), params_for(torch, init)
+    oj = getattr(optim, name)(groups(pj), **kwargs)
+    ot = getattr(torch.optim, name)(groups(pt), **kwargs)
+    run_steps(oj, jitgrad, pj, grads)
+    run_steps(ot, torch, pt, grads)
+    assert_params_close(pj, pt, "float64")
+    assert [g["lr"] for g in oj.param_groups] == [0.5, kwargs["lr"]]
+    assert [g["weight_decay"] for g in oj.param_groups] == [0, 0.2]
+
+
+def test_add_param_group_later():
+    init, grads = make_problem("float64")
+    pj, pt = params_for(jitgrad, init), params_for(torch, init)
+    oj, ot = optim.Adam(pj[:2], lr=0.01), torch.optim.Adam(pt[:2], lr=0.01)
+    run_steps(oj, jitgrad, pj, grads[:5])
+    run_steps(ot, torch, pt, grads[:5])
+    oj.add_param_group({"params": pj[2], "lr": 0.1})
+    ot.add_param_group({"params": pt[2], "lr": 0.1})
+    run_steps(oj, jitgrad, pj, grads[5:])
+    run_steps(ot, torch, pt, grads[5:])
+    assert_params_close(pj, pt, "float64")
+    assert oj.state_dict()["param_groups"][1]["params"] == [2]
+
+
+def test_named_parameters_give_param_names():
+    for lib in (jitgrad, torch):
+        model = lib.nn.Linear(2, 2)
+        opt = lib.optim.SGD(model.named_parameters(), lr=0.1)
+        assert opt.param_groups[0]["param_names"] == ["weight", "bias"]
+        assert opt.state_dict()["param_groups"][0]["param_names"] == ["weight", "bias"]
+
+
+# ---- state_dict -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, kwargs", [("SGD", dict(lr=0.1, momentum=0.9, nesterov=True)),
+                                          ("Adam", dict(lr=0.01, amsgrad=True)),
+                                          ("AdamW", dict(lr=0.01))])
+def test_state_dict_layout_matches_torch(name, kwargs):
+    init, grads = make_problem("float32")
+    pj, pt = params_for(jitgrad, init), params_for(torch, init)
+    oj = getattr(optim, name)([{"params": pj[:1]}, {"params": pj[1:], "lr": 0.3}], **kwargs)
+    ot = getattr(torch.optim, name)([{"params": pt[:1]}, {"params": pt[1:], "lr": 0.3}], **kwargs)
+    run_steps(oj, jitgrad, pj, grads[:4])
+    run_steps(ot, torch, pt, grads[:4])
+    sj, st = oj.state_dict(), ot.state_dict()
+    assert list(sj) == ["state", "param_groups"]
+    assert list(sj["state"]) == list(st["state"])
+    for k in st["state"]:
+        assert list(sj["state"][k]) == list(st["state"][k])
+    for gj, gt in zip(sj["param_groups"], st["param_groups"]):
+        assert gj["params"] == gt["params"]
+        assert set(gj) <= set(gt)  # torch's groups also hold foreach/fused/... switches
+        assert {k: gj[k] for k in gj} == {k: gt[k] for k in gj}
+    # live buffers, like torch's
+    key = "momentum_buffer" if name == "SGD" else "exp_avg"
+    assert sj["state"][0][key] is oj.state[pj[0]][key]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name, kwargs", [("SGD", dict(lr=0.1, momentum=0.9, dampening=0.1)),
+                                          ("Adam", dict(lr=0.01, amsgrad=True, weight_decay=0.1)),
+                                          ("AdamW", dict(lr=0.01))])
+def test_state_dict_round_trip_continues_identically(name, kwargs, dtype):
+    init, grads = make_problem(dtype)
+    p1 = params_for(jitgrad, init)
+    o1 = getattr(optim, name)(p1, **kwargs)
+    run_steps(o1, jitgrad, p1, grads[:10])
+    saved = copy.deepcopy(o1.state_dict())
+    p2 = [nn.Parameter(p.detach().clone()) for p in p1]
+    o2 = getattr(optim, name)(p2, lr=123.0)  # options come back from the state_dict
+    o2.load_state_dict(saved)
+    assert o2.param_groups[0]["lr"] == kwargs["lr"] and o2.param_groups[0]["params"][0] is p2[0]
+    run_steps(o1, jitgrad, p1, grads[10:])
+    run_steps(o2, jitgrad, p2, grads[10:])
+    for a, b in zip(values(p1), values(p2)):
+        np.testing.assert_array_equal(a, b)
+    # loading copied the buffers: the saved dict was not advanced by o2's steps
+    for k, st in saved["state"].items():
+        for key, t in st.items():
+            assert t._data is not o2.state[p2[k]][key]._data
+    # and the result is torch's uninterrupted trajectory
+    pt = params_for(torch, init)
+    run_steps(getattr(torch.optim, name)(pt, **kwargs), torch, pt, grads)
+    assert_params_close(p2, pt, dtype)
+
+
+def test_load_torch_state_dict_and_continue():
+    """A torch optimizer's state (tensors converted) loads and continues as torch does."""
+    init, grads = make_problem("float64")
+    pt = params_for(torch, init)
+    ot = torch.optim.Adam(pt, lr=0.01, amsgrad=True)
+    run_steps(ot, torch, pt, grads[:7])
+    sd = ot.state_dict()
+    converted = {"state": {k: {n: jitgrad.tensor(v.numpy()) for n, v in s.items()}
+                           for k, s in sd["state"].items()},
+                 "param_groups": sd["param_groups"]}
+    pj = [nn.Parameter(jitgrad.tensor(p.detach().numpy())) for p in pt]
+    oj = optim.Adam(pj, lr=0.01, amsgrad=True)
+    oj.load_state_dict(converted)
+    run_steps(oj, jitgrad, pj, grads[7:])
+    run_steps(ot, torch, pt, grads[7:])
+    assert_params_close(pj, pt, "float64")
+
+
+def test_load_state_dict_casts_buffers_to_param_dtype():
+    p = nn.Parameter(jitgrad.ones(3, dtype=jitgrad.float64))
+    opt = optim.SGD([p], lr=0.1, momentum=0.9)
+    opt.load_state_dict({"state": {0: {"momentum_buffer": jitgrad.ones(3)}},
+                         "param_groups": [dict(opt.state_dict()["param_groups"][0])]})
+    assert opt.state[p]["momentum_buffer"].dtype == jitgrad.float64
+    p.grad = jitgrad.zeros(3, dtype=jitgrad.float64)
+    opt.step()
+    np.testing.assert_allclose(p.detach().numpy(), 1 - 0.1 * 0.9)
+
+
+@pytest.mark.parametrize("case", ["groups", "sizes"])
+def test_load_state_dict_errors_match_torch(case):
+    def run(lib):
+        a, b = lib.nn.Parameter(lib.ones(2)), lib.nn.Parameter(lib.ones(2))
+        opt = lib.optim.SGD([a, b], lr=0.1)
+        sd = opt.state_dict()
+        if case == "groups":
+            sd["param_groups"] = sd["param_groups"] * 2
+        else:
+            sd["param_groups"][0]["params"] = [0]
+        lib.optim.SGD([a, b], lr=0.1).load_state_dict(sd)
+    with pytest.raises(ValueError) as e_jg:
+        run(jitgrad)
+    with pytest.raises(ValueError) as e_th:
+        run(torch)
+    assert str(e_jg.value) == str(e_th.value)
+
+
+# ---- bad input: torch's errors ----------------------------------------------------------------
+
+
+BAD = [
+    lambda lib, p: lib.optim.SGD([], lr=0.1),
+    lambda lib, p: lib.optim.SGD(p, lr=0.1),
+    lambda lib, p: lib.optim.SGD([p * 2], lr=0.1),
+    lambda lib, p: lib.optim.SGD([{"params": [p]}, {"params": [p]}], lr=0.1),
+    lambda lib, p: lib.optim.SGD([{"params": {p}}], lr=0.1),
+    lambda lib, p: lib.optim.SGD([p, 3], lr=0.1),
+    lambda lib, p: lib.optim.SGD([p], lr=-0.1),
+    lambda lib, p: lib.optim.SGD([p], lr=0.1, momentum=-1),
+    lambda lib, p: lib.optim.SGD([p], lr=0.1, weight_decay=-1),
+    lambda lib, p: lib.optim.SGD([p], lr=0.1, nesterov=True),
+    lambda lib, p: lib.optim.SGD([p], lr=0.1, momentum=0.9, dampening=0.1, nesterov=True),
+    lambda lib, p: lib.optim.SGD([p], lr=0.1).add_param_group([p]),
+    lambda lib, p: lib.optim.Adam([p], lr=-1.0),
+    lambda lib, p: lib.optim.Adam([p], eps=-1.0),
+    lambda lib, p: lib.optim.Adam([p], betas=(1.0, 0.9)),
+    lambda lib, p: lib.optim.Adam([p], betas=(0.9, -0.1)),
+    lambda lib, p: lib.optim.Adam([p], weight_decay=-0.1),
+    lambda lib, p: lib.optim.AdamW([p], betas=(0.9, 1.5)),
+    lambda lib, p: lib.optim.AdamW([p], lr=-1.0),
+]
+
+
+@pytest.mark.parametrize("i", range(len(BAD)))
+def test_bad_input_errors_match_torch(i):
+    def run(lib):
+        p = lib.nn.Parameter(lib.ones(2))
+        with pytest.raises(Exception) as info:
+            BAD[i](lib, p)
+        return info.value
+    e_jg, e_th = run(jitgrad), run(torch)
+    assert type(e_jg) is type(e_th)
+    normalise = lambda s: re.sub(r"torch\.(nn\.parameter\.)?\w*Tensor|jitgrad\.\w+", "T", s)  # noqa: E731
+    assert normalise(str(e_jg)) == normalise(str(e_th))
+
+
+def test_key_error_texts():
+    p = nn.Parameter(jitgrad.ones(2))
+    for fn, text in [(lambda: optim.SGD([], lr=0.1), "optimizer got an empty parameter list"),
+                     (lambda: optim.SGD([p * 2]), "can't optimize a non-leaf Tensor"),
+                     (lambda: optim.SGD([{"params": [p]}, {"params": p}]),
+                      "some parameters appear in more than one parameter group"),
+                     (lambda: optim.SGD([p], nesterov=True),
+                      "Nesterov momentum requires a momentum and zero dampening")]:
+        with pytest.raises(ValueError, match=re.escape(text)):
+            fn()
+
+
+def test_duplicate_parameter_in_a_group_warns_like_torch():
+    for lib in (jitgrad, torch):
+        p = lib.nn.Parameter(lib.ones(2))
+        with pytest.warns(UserWarning, match="duplicate parameters"):
+            lib.optim.SGD([p, p], lr=0.1)
+
+
+def test_retain_grad_non_leaf_is_accepted():
+    x = jitgrad.ones(2, requires_grad=True)
+    y = x * 2
+    y.retain_grad()
+    optim.SGD([y], lr=0.1)
+
+
+def test_unsupported_dtype_is_reported():
+    p = nn.Parameter(jitgrad.ones(2, dtype=jitgrad.float16))
+    p.grad = jitgrad.ones(2, dtype=jitgrad.float16)
+    with pytest.raises(TypeError, match=r"float16.*model\.float\(\)"):
+        optim.SGD([p], lr=0.1).step()
+
+
+# ---- step mechanics ---------------------------------------------------------------------------
+
+
+def test_zero_grad_matches_torch():
+    for lib in (jitgrad, torch):
+        ps = [lib.nn.Parameter(lib.ones(2)), lib.nn.Parameter(lib.ones(3))]
+        opt = lib.optim.Adam(ps)
+        (ps[0] * 2).sum().backward()
+        g = ps[0].grad
+        opt.zero_grad(set_to_none=False)
+        assert ps[0].grad is g and g.tolist() == [0.0, 0.0] and ps[1].grad is None
+        opt.zero_grad()
+        assert ps[0].grad is None
+
+
+@pytest.mark.parametrize("make", [lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9),
+                                  lambda ps: optim.AdamW(ps, amsgrad=True)])
+def test_step_bumps_version_once_and_records_nothing(make):
+    ps = [nn.Parameter(jitgrad.ones(3)), nn.Parameter(jitgrad.ones(2))]
+    opt = make(ps)
+    ps[0].grad = jitgrad.ones(3)
+    v0, v1 = ps[0]._version, ps[1]._version
+    opt.step()
+    assert ps[0]._version == v0 + 1 and ps[1]._version == v1  # no grad: untouched
+    assert len(opt.state) == 1 and ps[1] not in opt.state
+    assert ps[0].grad_fn is None and ps[0].is_leaf and ps[0].requires_grad
+    y = (ps[0] * 2).sum()  # the parameter is still usable in a graph
+    assert y.grad_fn is not None
+
+
+def test_closure_runs_with_grad_enabled():
+    p = nn.Parameter(jitgrad.tensor([2.0]))
+    opt = optim.SGD([p], lr=0.25)
+
+    def closure():
+        opt.zero_grad()
+        loss = (p * p).sum()
+        loss.backward()
+        return loss
+    with jitgrad.no_grad():
+        loss = opt.step(closure)
+    assert loss.item() == 4.0 and p.tolist() == [1.0]
+
+
+def test_non_contiguous_and_complex_parameters_match_torch():
+    base = np.random.default_rng(2).standard_normal((3, 4))
+    g = np.random.default_rng(3).standard_normal((4, 3))
+    pj = nn.Parameter(jitgrad.tensor(base).t())
+    pt = torch.nn.Parameter(torch.tensor(base).t())
+    assert not pj.is_contiguous()
+    oj, ot = optim.Adam([pj], lr=0.1), torch.optim.Adam([pt], lr=0.1)
+    for _ in range(3):
+        pj.grad, pt.grad = jitgrad.tensor(g), torch.tensor(g)
+        oj.step()
+        ot.step()
+    np.testing.assert_allclose(pj.detach().numpy(), pt.detach().numpy(), rtol=1e-12)
+    z = (base + 1j * base[::-1]).astype(np.complex128)
+    gz = (g.T + 0.5j).astype(np.complex128)
+    for name, kw in (("SGD", dict(lr=0.1, momentum=0.9, weight_decay=0.1)),
+                     ("Adam", dict(lr=0.1, amsgrad=True))):
+        zj, zt = nn.Parameter(jitgrad.tensor(z)), torch.nn.Parameter(torch.tensor(z))
+        oj, ot = getattr(optim, name)([zj], **kw), getattr(torch.optim, name)([zt], **kw)
+        for _ in range(3):
+            zj.grad, zt.grad = jitgrad.tensor(gz), torch.tensor(gz)
+            oj.step()
+            ot.step()
+        np.testing.assert_allclose(zj.detach().numpy(), zt.detach().numpy(), rtol=1e-12)
+
+
+def test_module_parameters_follow_a_dtype_change():
+    lin = nn.Linear(3, 2)
+    opt = optim.SGD(lin.parameters(), lr=0.1, momentum=0.9)
+    lin(jitgrad.ones(1, 3)).sum().backward()
+    opt.step()
+    lin.double()
+    lin(jitgrad.ones(1, 3, dtype=jitgrad.float64)).sum().backward()
+    opt.step()
+    assert opt.state[lin.weight]["momentum_buffer"].dtype == jitgrad.float64
+
+
+def test_training_loop_matches_torch():
+    def build(lib):
+        n = lib.nn
+        return n.Sequential(n.Linear(5, 16), n.Tanh(), n.Linear(16, 16), n.LayerNorm(16),
+                            n.ReLU(), n.Linear(16, 3))
+    th = build(torch).double()
+    jg = build(jitgrad).double()
+    jg.load_state_dict({k: jitgrad.tensor(v.numpy()) for k, v in th.state_dict().items()})
+    rng = np.random.default_rng(4)
+    x, y = rng.standard_normal((32, 5)), rng.integers(0, 3, 32)
+    oj, ot = optim.AdamW(jg.parameters(), lr=0.01), torch.optim.AdamW(th.parameters(), lr=0.01)
+    for _ in range(5):
+        for model, opt, lib in ((jg, oj, jitgrad), (th, ot, torch)):
+            opt.zero_grad()
+            loss = lib.nn.CrossEntropyLoss()(model(lib.tensor(x)), lib.tensor(y))
+            loss.backward()
+            opt.step()
+    for a, b in zip(jg.parameters(), th.parameters()):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-9, atol=1e-12)
+
+
+# ---- the fused kernels ----------------------------------------------------------------------------
+
+
+def test_one_kernel_call_per_parameter_and_step(monkeypatch):
+    calls = []
+    real = _kernels.adam_kernel
+
+    def counting(*flags):
+        kernel = real(*flags)
+        return lambda *args: (calls.append(flags), kernel(*args))
+    monkeypatch.setattr(_kernels, "adam_kernel", counting)
+    ps = [nn.Parameter(jitgrad.ones(4)), nn.Parameter(jitgrad.ones(2, 2))]
+    opt = optim.AdamW(ps, amsgrad=True)
+    for _ in range(3):
+        for p in ps:
+            p.grad = jitgrad.ones(p.shape)
+        opt.step()
+    assert calls == [("float32", True, False, "decoupled")] * 6
+
+
+def test_kernel_sources_depend_on_flags_not_hyperparameters():
+    sources = {_kernels.sgd_source("float32", m, n, mx, wd)
+               for m in (False, True) for n in (False, True) for mx in (False, True)
+               for wd in (False, True) if m or not n}
+    assert len(sources) == 12
+    src = _kernels.adam_source("float64", True, True, "l2")
+    assert "float64[::1]" in src and "error_model='numpy'" in src and "cache=True" in src
+    # no hyper-parameter value in any source: they are kernel arguments
+    for s in sources | {src}:
+        assert not re.search(r"0\.9|0\.999|1e-08|0\.001", s)
+
+
+def test_changing_hyperparameters_compiles_nothing():
+    p = nn.Parameter(jitgrad.ones(8))
+    opt = optim.Adam([p], lr=0.1)
+    p.grad = jitgrad.ones(8)
+    opt.step()
+    before = cache.compile_stats()["kernels_compiled"] + cache.compile_stats()["disk_hits"]
+    for lr, betas in ((0.5, (0.5, 0.5)), (0.01, (0.99, 0.9999))):
+        opt.param_groups[0].update(lr=lr, betas=betas)
+        opt.step()
+    after = cache.compile_stats()["kernels_compiled"] + cache.compile_stats()["disk_hits"]
+    assert after == before
+
+
+def test_kernels_are_disk_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv("JITGRAD_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(_kernels, "_kernels", {})
+    monkeypatch.setattr(cache, "_memory", {})
+    _kernels.sgd_kernel("float64", True, True, False, False)
+    files = [f.name for f in tmp_path.iterdir()]
+    assert any(f.startswith("jitgrad_kernel_sgd_momentum_nesterov_float64") for f in files)
+
+
+def test_repr_like_torch():
+    p = nn.Parameter(jitgrad.ones(1))
+    text = repr(optim.SGD([p], lr=0.1, momentum=0.9))
+    assert text.startswith("SGD (\nParameter Group 0\n    dampening: 0\n    lr: 0.1\n")
+    assert text.endswith("    weight_decay: 0\n)")
+
+
+def test_adamw_defaults():
+    p = nn.Parameter(jitgrad.ones(1))
+    g = optim.AdamW([p]).param_groups[0]
+    assert g["weight_decay"] == 1e-2 and g["decoupled_weight_decay"] and g["lr"] == 1e-3
+    g = optim.Adam([p]).param_groups[0]
+    assert g["weight_decay"] == 0 and not g["decoupled_weight_decay"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        optim.SGD([p])
