@@ -4,7 +4,7 @@ A ufunc handles broadcasting, strides, 0-d operands and `out=` in one
 compiled call, which keeps the per-op Python cost to a single call.
 """
 from . import cache
-from .expr import to_scalar_code
+from .expr import module_header, to_scalar_code
 
 _NUMBA_TYPE = {"float32": "float32", "float64": "float64", "int32": "int32", "int64": "int64",
                "bool": "boolean", "complex64": "complex64", "complex128": "complex128"}
@@ -16,18 +16,16 @@ def ufunc(name, args, body, arg_dtypes, compute_dtype, out_dtype, prefix=None):
     arg_dtypes: numpy dtype per argument; compute_dtype: the `T` of constants;
     out_dtype: the result's dtype. `prefix` multiplies the formula (the
     incoming gradient `g` of a backward kernel)."""
-    code = to_scalar_code(body)
+    code = to_scalar_code(body, dtype=compute_dtype.name)
     if prefix is not None:
         code = f"{prefix} * {code}"
     sig = "{}({})".format(_NUMBA_TYPE[out_dtype.name],
                           ", ".join(_NUMBA_TYPE[d.name] for d in arg_dtypes))
     out_t = "np.bool_" if out_dtype.name == "bool" else f"np.{out_dtype.name}"
     source = (
-        "import math\n"
-        "import numpy as np\n"
-        "from numba import vectorize\n"
+        module_header(code) +
         f"T = np.{compute_dtype.name}\n\n\n"
-        f"@vectorize([{sig!r}], cache=True)\n"
+        f"@numba.vectorize([{sig!r}], cache=True)\n"
         f"def kernel({', '.join(args)}):\n"
         f"    return {out_t}({code})\n")
     # The DUFunc's underlying numpy ufunc: same loops, a third of the call cost.
@@ -38,16 +36,15 @@ def loop(name, args, kinds, body, arg_dtypes, compute_dtype, out_dtype):
     """A multi-threaded loop kernel `kernel(n, *operands, out)` over 1-D contiguous
     arrays (kind "a") and scalars (kind "s"), for big same-shape operands where
     splitting the work across cores pays (see fuse.PARALLEL_MIN_ELEMENTS)."""
-    code = to_scalar_code(body, {a: f"{a}[i]" for a, k in zip(args, kinds) if k == "a"})
+    code = to_scalar_code(body, {a: f"{a}[i]" for a, k in zip(args, kinds) if k == "a"},
+                          dtype=compute_dtype.name)
     types = ["int64"] + [
         _NUMBA_TYPE[d.name] + ("[::1]" if k == "a" else "") for d, k in zip(arg_dtypes, kinds)]
     types.append(_NUMBA_TYPE[out_dtype.name] + "[::1]")
     sig = f"void({', '.join(types)})"
     out_t = "np.bool_" if out_dtype.name == "bool" else f"np.{out_dtype.name}"
     source = (
-        "import math\n"
-        "import numba\n"
-        "import numpy as np\n"
+        module_header(code) +
         f"T = np.{compute_dtype.name}\n\n\n"
         f"@numba.njit({sig!r}, cache=True, nogil=True, parallel=True, error_model='numpy')\n"
         f"def kernel(n, {', '.join(args)}, out):\n"

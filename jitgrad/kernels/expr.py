@@ -8,11 +8,14 @@ evaluate a formula on Tensors (double backward) without another table.
 """
 import ast
 import functools
+import os
 import re
 
 # formula name -> scalar code template ({0}, {1}... are the arguments).
-# Every generated kernel goes through this table, so swapping a libm call for
-# a vectorizable implementation happens here and nowhere else.
+# Every generated kernel goes through this table. For float32/float64 kernels,
+# the names that kernels/vmath.py provides are emitted as calls of its
+# vectorizable implementations instead (see `to_scalar_code`); the templates
+# below are the libm fallback (integer kernels, JITGRAD_VMATH=0).
 MATH = {
     "exp": "math.exp({0})",
     "exp2": "math.pow(T(2.0), {0})",
@@ -91,10 +94,38 @@ def parse(src, names):
     return body, frozenset(used)
 
 
-def to_scalar_code(body, rename=None):
+_VMATH_SLOT = {"float32": 0, "float64": 1}
+_vmath = []  # [(FUNCTIONS, SOURCE_HASH)] once loaded
+
+
+def vmath_functions():
+    """(name -> (f32 name, f64 name), source hash) of kernels/vmath.py, or ({}, "")
+    when switched off with JITGRAD_VMATH=0."""
+    if not _vmath:
+        if os.environ.get("JITGRAD_VMATH", "1") == "0":
+            _vmath.append(({}, ""))
+        else:
+            from . import vmath
+            _vmath.append((vmath.FUNCTIONS, vmath.SOURCE_HASH))
+    return _vmath[0]
+
+
+def module_header(code):
+    """The import lines a generated kernel module with `code` needs. The vmath
+    hash is part of the source, so a cached kernel is rebuilt when vmath changes."""
+    lines = ["import math", "import numba", "import numpy as np"]
+    if "_vm." in code:
+        lines.append(f"from jitgrad.kernels import vmath as _vm  # vmath {vmath_functions()[1]}")
+    return "\n".join(lines) + "\n"
+
+
+def to_scalar_code(body, rename=None, dtype=None):
     """Scalar source for a parsed formula. Constants become `T(c)` so a float32
-    kernel stays float32 (Numba would widen `1 - x` with an int literal)."""
+    kernel stays float32 (Numba would widen `1 - x` with an int literal).
+    `dtype` ("float32"/"float64") selects jitgrad's vectorizable math."""
     rename = rename or {}
+    slot = _VMATH_SLOT.get(dtype)
+    vm = vmath_functions()[0] if slot is not None else {}
 
     def emit(n):
         if isinstance(n, ast.Name):
@@ -107,7 +138,10 @@ def to_scalar_code(body, rename=None):
             return f"({emit(n.left)} {_BINOPS[type(n.op)]} {emit(n.right)})"
         if isinstance(n, ast.Compare):
             return f"({emit(n.left)} {_CMPOPS[type(n.ops[0])]} {emit(n.comparators[0])})"
-        return MATH[n.func.id].format(*[emit(a) for a in n.args])
+        args = [emit(a) for a in n.args]
+        if n.func.id in vm:
+            return f"_vm.{vm[n.func.id][slot]}({', '.join(args)})"
+        return MATH[n.func.id].format(*args)
 
     return emit(body)
 

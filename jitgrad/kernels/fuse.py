@@ -12,7 +12,7 @@ same spec always yields the same source, so the kernel cache doubles as the
 plan cache across training steps and processes.
 """
 from . import cache
-from .expr import to_scalar_code
+from .expr import module_header, to_scalar_code
 
 import os
 
@@ -76,7 +76,7 @@ def fused_source(spec, gin_kinds, parallel):
                 continue
             c = op.const_partials[j]
             if c is None:
-                expr = f"g{k} * {to_scalar_code(op.partials[j][0], rename)}"
+                expr = f"g{k} * {to_scalar_code(op.partials[j][0], rename, dtype=kdt)}"
             else:
                 expr = f"g{k}" if c == 1 else f"g{k} * T({float(c)!r})"
             var = f"t{k}_{j}"
@@ -97,10 +97,11 @@ def fused_source(spec, gin_kinds, parallel):
     # loop then has no exception paths, which it needs to vectorize).
     deco = (f"@numba.njit({sig!r}, cache=True, nogil=True, error_model='numpy'"
             f"{', parallel=True' if parallel else ''})")
-    lines = ["import math", "import numba", "import numpy as np", f"T = np.{kdt}", "", "",
-             deco, f"def kernel({', '.join(params + outs)}):", f"    for i in {loop}:"]
+    lines = [f"T = np.{kdt}", "", "", deco, f"def kernel({', '.join(params + outs)}):",
+             f"    for i in {loop}:"]
     lines += ["        " + b for b in body]
-    return "\n".join(lines) + "\n"
+    text = "\n".join(lines) + "\n"
+    return module_header(text) + text
 
 
 def fused_kernel(spec, gin_kinds, parallel):
