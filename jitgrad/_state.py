@@ -32,3 +32,15 @@ fw_level = [None]
 
 # Sequence numbers order nodes like torch: among ready nodes the newest runs first.
 next_seq = itertools.count().__next__
+
+
+class grad_disabled:
+    """`with grad_disabled():` records nothing (the internal no_grad of the lower
+    layers, which must not import autograd.grad_mode)."""
+
+    def __enter__(self):
+        self.prev = local.grad_enabled
+        local.grad_enabled = False
+
+    def __exit__(self, *exc):
+        local.grad_enabled = self.prev

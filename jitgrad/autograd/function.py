@@ -235,7 +235,7 @@ def once_differentiable(fn):
     """Run backward without recording; differentiating its result again raises."""
     @functools.wraps(fn)
     def wrapper(ctx, *args):
-        with _no_grad():
+        with _state.grad_disabled():
             out = fn(ctx, *args)
         if not _state.local.grad_enabled or not any(isinstance(a, Tensor) and a._rg for a in args):
             return out
@@ -246,15 +246,6 @@ def once_differentiable(fn):
                       else o for o in outs)
         return wired[0] if single else wired
     return wrapper
-
-
-class _no_grad:
-    def __enter__(self):
-        self.prev = _state.local.grad_enabled
-        _state.local.grad_enabled = False
-
-    def __exit__(self, *exc):
-        _state.local.grad_enabled = self.prev
 
 
 class _DelayedError(Function):

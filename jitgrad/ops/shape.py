@@ -572,7 +572,7 @@ def split(x, split_size_or_sections, dim=0):
                                f"(input tensor's size at dimension {d}), but got split_sizes={sizes}")
         name = "SplitWithSizesBackward0"
     outs, start = [], 0
-    with _no_record():
+    with _state.grad_disabled():
         for s in sizes:
             o = narrow(x, d, start, s)
             outs.append(o)
@@ -598,21 +598,12 @@ def _unbind_backward(node, *grads):
 
 def unbind(x, dim=0):
     d = wrap_dim(dim, x._data.ndim)
-    with _no_record():
+    with _state.grad_disabled():
         outs = [select(x, d, i) for i in range(x._data.shape[d])]
     if FW[0] is not None:
         jvp(outs, (x,), lambda tx: unbind(tx, d + nb(tx, x)))
     record("UnbindBackward0", (x,), outs, _unbind_backward, attrs=(d, x._data.shape, x._data.dtype))
     return tuple(outs)
-
-
-class _no_record:
-    def __enter__(self):
-        self.prev = _state.local.grad_enabled
-        _state.local.grad_enabled = False
-
-    def __exit__(self, *exc):
-        _state.local.grad_enabled = self.prev
 
 
 # ---- gather / index_select -------------------------------------------------------------------
