@@ -20,7 +20,9 @@ loop body must reach the function through inlining, which `inline="always"`
 does at the Numba IR level; a generated `@vectorize` ufunc gets the same
 vector code in its contiguous-array loop.
 
-Each function NAME comes as NAME_f32 (float32 in, float32 out) and NAME_f64.
+Each function NAME comes as NAME_f32 (float32 in, float32 out) and NAME_f64;
+each casts its argument first, so a float64 or integer argument of a
+float32 function is rounded to float32 instead of breaking the bit tricks.
 FUNCTIONS maps the formula names to them; SOURCE_HASH is the sha256 of this
 file, for generated kernels that embed it so a disk-cached kernel notices
 when this module changes. docs/vmath.md has the method, the measured error
@@ -278,6 +280,7 @@ def _scale_f64(p, k):
 
 @njit(**_JIT)
 def exp_f32(x):
+    x = _F(x)
     x = _clamp(x, _EXP_LO_F, _EXP_HI_F)
     k, em = _exp_reduce_f32(x)
     return _scale_f32(_ONE_F + em, k)
@@ -285,6 +288,7 @@ def exp_f32(x):
 
 @njit(**_JIT)
 def exp_f64(x):
+    x = np.float64(x)
     x = _clamp(x, _EXP_LO_D, _EXP_HI_D)
     k, em = _exp_reduce_f64(x)
     return _scale_f64(1.0 + em, k)
@@ -292,6 +296,7 @@ def exp_f64(x):
 
 @njit(**_JIT)
 def exp2_f32(x):
+    x = _F(x)
     x = _clamp(x, _F(-151.0), _F(129.0))
     t = x + _SHIFT_F
     kf = t - _SHIFT_F
@@ -302,6 +307,7 @@ def exp2_f32(x):
 
 @njit(**_JIT)
 def exp2_f64(x):
+    x = np.float64(x)
     x = _clamp(x, -1076.0, 1025.0)
     t = x + _SHIFT_D
     kf = t - _SHIFT_D
@@ -335,12 +341,14 @@ def _expm1_f64(x):
 
 @njit(**_JIT)
 def expm1_f32(x):
+    x = _F(x)
     y = _expm1_f32(x)
     return x if x == _ZERO_F else y        # expm1(-0) = -0
 
 
 @njit(**_JIT)
 def expm1_f64(x):
+    x = np.float64(x)
     y = _expm1_f64(x)
     return x if x == 0.0 else y
 
@@ -428,6 +436,7 @@ def _log_special_f64(x, y):
 
 @njit(**_JIT)
 def log_f32(x):
+    x = _F(x)
     k, f = _log_reduce_f32(x)
     hfsq, t = _log1p_parts_f32(f)
     kf = _F(k)
@@ -437,6 +446,7 @@ def log_f32(x):
 
 @njit(**_JIT)
 def log_f64(x):
+    x = np.float64(x)
     k, f = _log_reduce_f64(x)
     hfsq, t = _log1p_parts_f64(f)
     kf = np.float64(k)
@@ -446,6 +456,7 @@ def log_f64(x):
 
 @njit(**_JIT)
 def log2_f32(x):
+    x = _F(x)
     # log2(x) = k + log(1+f)/ln2 with log(1+f) = hi + lo, hi with 12 bits so that
     # hi*IVLN2HI is exact, and the sum k + hi*IVLN2HI compensated (Fast2Sum).
     k, f = _log_reduce_f32(x)
@@ -463,6 +474,7 @@ def log2_f32(x):
 
 @njit(**_JIT)
 def log2_f64(x):
+    x = np.float64(x)
     k, f = _log_reduce_f64(x)
     hfsq, t = _log1p_parts_f64(f)
     hi = f - hfsq
@@ -498,6 +510,7 @@ def _log1p_d(x, coef):
 
 @njit(**_JIT)
 def log1p_f32(x):
+    x = _F(x)
     # in float64: the float32 algorithm loses up to 2 ulp where k*ln2 and
     # log(m) cancel (x just above sqrt(2) - 1)
     return _F(_log1p_d(np.float64(x), _LOG_F64LOW))
@@ -505,6 +518,7 @@ def log1p_f32(x):
 
 @njit(**_JIT)
 def log1p_f64(x):
+    x = np.float64(x)
     return _log1p_d(x, _LOG_D)
 
 
@@ -674,6 +688,7 @@ def _tan_from(q, r):
 
 @njit(**_JIT)
 def sin_f32(x):
+    x = _F(x)
     q, r = _trig_reduce_f32(x)
     y = _sin_from(q, r)
     y = x if x == _ZERO_F else y            # sin(-0) = -0
@@ -682,6 +697,7 @@ def sin_f32(x):
 
 @njit(**_JIT)
 def cos_f32(x):
+    x = _F(x)
     q, r = _trig_reduce_f32(x)
     y = _cos_from(q, r)
     return y if abs(x) <= _TRIG_LIMIT_F else _NAN_F
@@ -689,6 +705,7 @@ def cos_f32(x):
 
 @njit(**_JIT)
 def tan_f32(x):
+    x = _F(x)
     q, r = _trig_reduce_f32(x)
     y = _tan_from(q, r)
     y = x if x == _ZERO_F else y
@@ -697,6 +714,7 @@ def tan_f32(x):
 
 @njit(**_JIT)
 def sin_f32_fullrange(x):
+    x = _F(x)
     q, r = _trig_reduce_f32_ph(x)           # of |x|
     y = _sin_from(q, r)
     y = -y if _bits(x) < 0 else y
@@ -705,6 +723,7 @@ def sin_f32_fullrange(x):
 
 @njit(**_JIT)
 def cos_f32_fullrange(x):
+    x = _F(x)
     q, r = _trig_reduce_f32_ph(x)
     y = _cos_from(q, r)
     return y if abs(x) <= _MAXF_F else _NAN_F
@@ -712,6 +731,7 @@ def cos_f32_fullrange(x):
 
 @njit(**_JIT)
 def tan_f32_fullrange(x):
+    x = _F(x)
     q, r = _trig_reduce_f32_ph(x)
     y = _tan_from(q, r)
     y = -y if _bits(x) < 0 else y
@@ -720,6 +740,7 @@ def tan_f32_fullrange(x):
 
 @njit(**_JIT)
 def sin_f64(x):
+    x = np.float64(x)
     q, r, lo = _trig_reduce_f64(x)
     s, c = _sincos_f64(r, lo)
     y = c if q & 1 else s
@@ -730,6 +751,7 @@ def sin_f64(x):
 
 @njit(**_JIT)
 def cos_f64(x):
+    x = np.float64(x)
     q, r, lo = _trig_reduce_f64(x)
     s, c = _sincos_f64(r, lo)
     y = s if q & 1 else c
@@ -739,6 +761,7 @@ def cos_f64(x):
 
 @njit(**_JIT)
 def tan_f64(x):
+    x = np.float64(x)
     q, r, lo = _trig_reduce_f64(x)
     z = r * r
     p = r * z * _poly(z, _TAN_D)
@@ -777,6 +800,7 @@ _TANH_D = (                                 # 2**-60.6
 
 @njit(**_JIT)
 def tanh_f32(x):
+    x = _F(x)
     a = abs(x)
     z = a * a
     ps = a + a * z * _poly(z, _TANH_F)
@@ -787,6 +811,7 @@ def tanh_f32(x):
 
 @njit(**_JIT)
 def tanh_f64(x):
+    x = np.float64(x)
     a = abs(x)
     z = a * a
     ps = a + a * z * _poly(z, _TANH_D)
@@ -808,6 +833,7 @@ def _sinh_cosh_parts_f64(a):
 
 @njit(**_JIT)
 def sinh_f64(x):
+    x = np.float64(x)
     a = abs(x)
     e, h = _sinh_cosh_parts_f64(a)
     small = a < 1.0
@@ -818,22 +844,26 @@ def sinh_f64(x):
 
 @njit(**_JIT)
 def cosh_f64(x):
+    x = np.float64(x)
     e, h = _sinh_cosh_parts_f64(abs(x))
     return h + _div(0.25, h)
 
 
 @njit(**_JIT)
 def sinh_f32(x):
+    x = _F(x)
     return _F(sinh_f64(np.float64(x)))
 
 
 @njit(**_JIT)
 def cosh_f32(x):
+    x = _F(x)
     return _F(cosh_f64(np.float64(x)))
 
 
 @njit(**_JIT)
 def sigmoid_f32(x):
+    x = _F(x)
     # v = num/(1 + e) with d = fl(1 + e) and its exact error err = (1 - d) + e:
     # num/(d + err) = v*(1 - err/d), and 1/d is v (x >= 0) or 1 - v (x < 0).
     n = _clamp(-abs(x), _EXP_LO_F, _ZERO_F)
@@ -848,6 +878,7 @@ def sigmoid_f32(x):
 
 @njit(**_JIT)
 def sigmoid_f64(x):
+    x = np.float64(x)
     n = _clamp(-abs(x), _EXP_LO_D, 0.0)
     k, em = _exp_reduce_f64(n)
     e = _scale_f64(1.0 + em, k)
@@ -958,41 +989,51 @@ def _atan2_d(y, x, coef):
 
 @njit(**_JIT)
 def asin_f32(x):
+    x = _F(x)
     return _F(_asin_d(np.float64(x), _ASIN_F64LOW))
 
 
 @njit(**_JIT)
 def asin_f64(x):
+    x = np.float64(x)
     return _asin_d(x, _ASIN_D)
 
 
 @njit(**_JIT)
 def acos_f32(x):
+    x = _F(x)
     return _F(_acos_d(np.float64(x), _ASIN_F64LOW))
 
 
 @njit(**_JIT)
 def acos_f64(x):
+    x = np.float64(x)
     return _acos_d(x, _ASIN_D)
 
 
 @njit(**_JIT)
 def atan_f32(x):
+    x = _F(x)
     return _F(_atan_d(np.float64(x), _ATAN_F64LOW))
 
 
 @njit(**_JIT)
 def atan_f64(x):
+    x = np.float64(x)
     return _atan_d(x, _ATAN_D)
 
 
 @njit(**_JIT)
 def atan2_f32(y, x):
+    y = _F(y)
+    x = _F(x)
     return _F(_atan2_d(np.float64(y), np.float64(x), _ATAN_F64LOW))
 
 
 @njit(**_JIT)
 def atan2_f64(y, x):
+    y = np.float64(y)
+    x = np.float64(x)
     return _atan2_d(y, x, _ATAN_D)
 
 
@@ -1037,6 +1078,7 @@ _ERFT_D = (                                 # weighted error 2**-60.7
 
 @njit(**_JIT)
 def erf_f32(x):
+    x = _F(x)
     a = abs(x)
     small = a + a * _poly(a * a, _ERFS_F)
     at = _ERF_X1_F if a > _ERF_X1_F else a
@@ -1047,6 +1089,7 @@ def erf_f32(x):
 
 @njit(**_JIT)
 def erf_f64(x):
+    x = np.float64(x)
     a = abs(x)
     small = a + a * _poly(a * a, _ERFS_D)
     at = _ERF_X1_D if a > _ERF_X1_D else a

@@ -52,7 +52,9 @@ def _typename(obj):
     if isinstance(obj, Tensor):
         return f"jitgrad.{type(obj).__name__}"
     cls = type(obj)
-    return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    if cls.__module__ == "builtins":
+        return cls.__qualname__
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def _addindent(s, n):
@@ -87,7 +89,7 @@ def _add_hook(hooks, hook, prepend, with_kwargs):
 
 
 def _parse_to(args, kwargs):
-    """(device, dtype) of Module.to's forms: to(device), to(dtype), to(device, dtype), to(tensor)."""
+    """The dtype of Module.to(device | dtype | device, dtype | tensor); raises for CUDA."""
     dev, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
     kwargs.pop("non_blocking", None)
     kwargs.pop("memory_format", None)

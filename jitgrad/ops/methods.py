@@ -70,6 +70,16 @@ bitwise_not = _logical(np.invert, "bitwise_not")
 logical_not = _logical(np.logical_not, "logical_not")
 
 
+def all_(x, dim=None, keepdim=False):
+    """True where every element (along dim) is nonzero; not differentiable."""
+    return Tensor(np.asarray(np.all(x._data, axis=dim, keepdims=keepdim)))
+
+
+def any_(x, dim=None, keepdim=False):
+    """True where some element (along dim) is nonzero; not differentiable."""
+    return Tensor(np.asarray(np.any(x._data, axis=dim, keepdims=keepdim)))
+
+
 def to(x, *args, **kwargs):
     """x.to(dtype) / x.to(device) / x.to(device, dtype) / x.to(other)."""
     dtype = kwargs.pop("dtype", None)
@@ -161,7 +171,7 @@ def _method_table():
              divide=E.div, true_divide=E.div, subtract=sub, greater=E.gt, less=E.lt,
              where=lambda x, condition, y: E.where(condition, x, y), to=to,
              bitwise_and=bitwise_and, bitwise_or=bitwise_or, bitwise_xor=bitwise_xor,
-             bitwise_not=bitwise_not, logical_not=logical_not)
+             bitwise_not=bitwise_not, logical_not=logical_not, all=all_, any=any_)
     for name in ("sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "var",
                  "std", "logsumexp", "norm", "cumsum"):
         m[name] = getattr(reduce, name)

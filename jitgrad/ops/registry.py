@@ -481,7 +481,7 @@ def _elementwise_jvp(op, operands, arrays, out, kdt):
     mask, tangents = 0, []
     ndim = out._data.ndim
     for i, v in enumerate(operands):
-        t = v._fw if type(v) is Tensor and op.partials[i] is not None else None
+        t = v._fw if isinstance(v, Tensor) and op.partials[i] is not None else None
         if t is not None:
             mask |= 1 << i
             k = t._data.ndim - v._data.ndim
@@ -493,7 +493,7 @@ def _elementwise_jvp(op, operands, arrays, out, kdt):
         return
     from ..autograd.forward_ad import set_tangent
     recording = _state.local.grad_enabled and any(
-        type(v) is Tensor and v._rg for v in list(operands) + tangents)
+        isinstance(v, Tensor) and v._rg for v in list(operands) + tangents)
     prev, FW[0] = FW[0], None
     try:
         if recording:
@@ -587,7 +587,7 @@ def _record_elementwise(op, operands, out, kdt):
     mask = 0
     i = 0
     for v in operands:
-        if type(v) is Tensor and v._rg and partials[i] is not None:
+        if isinstance(v, Tensor) and v._rg and partials[i] is not None:
             mask |= 1 << i
         i += 1
     if not mask:
@@ -596,7 +596,7 @@ def _record_elementwise(op, operands, out, kdt):
     edges, metas, saved = [], [], []
     i = 0
     for v in operands:
-        if type(v) is Tensor:
+        if isinstance(v, Tensor):
             edges.append(edge_of(v))
             metas.append((v._data.shape, v._data.dtype) if mask >> i & 1 else None)
             saved.append(SavedTensor(v) if need_args[i] else None)
@@ -607,7 +607,7 @@ def _record_elementwise(op, operands, out, kdt):
         i += 1
     name = op.default_node
     if op.node_names:
-        name = op.node_names.get(tuple(type(v) is Tensor for v in operands), name)
+        name = op.node_names.get(tuple(isinstance(v, Tensor) for v in operands), name)
     node = (_node_classes.get(name) or node_class(name, ElementwiseNode))(tuple(edges), metas)
     node._op = op
     node._kdt = kdt

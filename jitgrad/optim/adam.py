@@ -51,8 +51,9 @@ class Adam(Optimizer):
             group.setdefault("maximize", False)
             group.setdefault("decoupled_weight_decay", False)
 
-    def _update(self, group, p, state, flat, grad, dtype):
+    def _update(self, group, p, flat, grad, dtype):
         amsgrad = bool(group["amsgrad"])
+        state = self.state[p]
         if not state:
             # torch keeps the step count as a tensor of the default scalar dtype
             step_dtype = np.float64 if _dt.get_default_dtype() == _dt.float64 else np.float32

@@ -1,7 +1,7 @@
 """`Optimizer`: parameter groups, per-parameter state, state_dict, as torch.optim.
 
-Subclasses implement `_update(group, p, grad, state)`: one fused kernel call
-(see `_kernels.py`) on flat, contiguous arrays of one parameter.
+Subclasses implement `_update(group, p, flat, grad, dtype)`: one fused kernel
+call (see `_kernels.py`) on flat, contiguous arrays of one parameter.
 """
 import warnings
 from collections import defaultdict
@@ -134,7 +134,7 @@ class Optimizer:
         g = g.reshape(-1)
         if arr.dtype.kind == "c":
             flat, g = flat.view(real), g.view(real)
-        self._update(group, p, self.state[p], flat, g, real)
+        self._update(group, p, flat, g, real)
         if not contiguous:
             np.copyto(arr, flat.view(arr.dtype).reshape(arr.shape))
         p._vc[0] += 1
@@ -152,7 +152,9 @@ class Optimizer:
         flat = t._data.reshape(-1)
         return flat.view(_REAL[arr.dtype]) if arr.dtype.kind == "c" else flat
 
-    def _update(self, group, p, state, flat, grad, dtype):
+    def _update(self, group, p, flat, grad, dtype):
+        """Update p (flat: its elements, grad: its gradient's, both contiguous 1-D
+        arrays of `dtype`) with one kernel call; state lives in self.state[p]."""
         raise NotImplementedError
 
     # ---- state_dict ---------------------------------------------------------------------

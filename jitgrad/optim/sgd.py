@@ -40,13 +40,15 @@ class SGD(Optimizer):
             group.setdefault("nesterov", False)
             group.setdefault("maximize", False)
 
-    def _update(self, group, p, state, flat, grad, dtype):
+    def _update(self, group, p, flat, grad, dtype):
         momentum = float(group["momentum"])
         wd = float(group["weight_decay"])
-        kernel = _kernels.sgd_kernel(dtype, momentum != 0, bool(group["nesterov"]) and momentum != 0,
-                                     bool(group["maximize"]), wd != 0)
+        nesterov = bool(group["nesterov"]) and momentum != 0
+        kernel = _kernels.sgd_kernel(dtype, momentum != 0, nesterov, bool(group["maximize"]),
+                                     wd != 0)
         args = [flat, grad]
-        if momentum:
+        if momentum:  # without momentum SGD keeps no state, as torch's
+            state = self.state[p]
             first = state.get("momentum_buffer") is None
             args.append(self._buffer(state, "momentum_buffer", p))
         args.append(-float(group["lr"]))
