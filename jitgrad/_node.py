@@ -98,12 +98,16 @@ class Node:
         return f"<{type(self).__name__} object at {id(self):#x}>"
 
 
+ACCUMULATE_SEQ = 1 << 62
+
+
 class AccumulateGrad(Node):
     """The node a leaf's gradient flows into; it owns no saved tensors."""
     __slots__ = ("variable",)
 
     def __init__(self, variable):
         Node.__init__(self, (), None)
+        self._seq = ACCUMULATE_SEQ  # runs as soon as ready, like torch's UINT64_MAX
         self.variable = variable
 
     def name(self):
@@ -165,9 +169,10 @@ class SavedTensor:
         if t._inference:
             raise RuntimeError(INFERENCE_SAVE_MESSAGE)
         self._packed = self._mutation = None
-        # (grad_fn of an input, output_nr, requires_grad, tangent of an output)
+        # (grad_fn of an input, output_nr, requires_grad, tangent of an output,
+        #  is_output, accumulator of a leaf input)
         self._meta = (t.grad_fn if not is_output else None, t.output_nr, t._rg,
-                      t._fw if is_output else None)
+                      t._fw if is_output else None, is_output, None if is_output else t._accum)
         if inplace_target[0] is t:
             # The op overwrites this very tensor: keep the old values, no version check.
             self._data, self._vc, self._version = t._data.copy(), None, 0
@@ -235,10 +240,12 @@ class SavedTensor:
         t = Tensor(d)
         if self._vc is not None:
             t._vc = self._vc
-        grad_fn, output_nr, rg, tangent = self._meta
-        if grad_fn is None and rg:
+        grad_fn, output_nr, rg, tangent, is_output, accum = self._meta
+        if is_output and rg:
             grad_fn = node  # a saved output: its grad_fn is the node that saved it
         t.grad_fn, t.output_nr, t._rg = grad_fn, output_nr, rg
+        if accum is not None and grad_fn is None:
+            t._accum = accum  # a saved leaf (through hooks): gradients reach the same leaf
         if tangent is not None and _state.fw_level[0] is not None:
             from .autograd.forward_ad import set_tangent
             set_tangent(t, tangent)

@@ -204,6 +204,9 @@ class Tensor:
     def element_size(self):
         return self._data.itemsize
 
+    itemsize = property(element_size)
+    nbytes = property(lambda self: self._data.nbytes)
+
     def stride(self, dim=None):
         st = tuple(s // self._data.itemsize for s in self._data.strides)
         return st if dim is None else st[wrap_dim(dim, self._data.ndim)]

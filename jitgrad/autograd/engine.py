@@ -7,6 +7,7 @@ into leaves, free saved tensors unless retain_graph. Iterative throughout:
 a 100,000-node chain needs no recursion.
 """
 import heapq
+import itertools
 
 import numpy as np
 
@@ -272,13 +273,16 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
         if needed is not None:
             excluded |= seen - needed
         owner = plan(seen, deps, buffers, excluded) or None
-    heap = []
+    # Ready queue: newest node first; equal sequence numbers (every AccumulateGrad
+    # has the highest) in the order they became ready, as torch's engine.
+    tick = itertools.count().__next__
+    ready = []
     for node in buffers:
         if deps.get(node, 0) == 0:
             item = owner.get(node, node) if owner else node
             if item is node or item.pending == 0:
-                heap.append((-item._seq, item))
-    heap = list(dict.fromkeys(heap))
+                ready.append(item)
+    heap = [(-item._seq, tick(), item) for item in dict.fromkeys(ready)]
     heapq.heapify(heap)
 
     local = _state.local
@@ -290,7 +294,7 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
     heappop, heappush = heapq.heappop, heapq.heappush
     try:
         while heap:
-            node = heappop(heap)[1]
+            node = heappop(heap)[2]
             if type(node) is FusedGroup:
                 if prof is not None:
                     prof.push(node.name(), "fused")
@@ -365,12 +369,12 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                     group = owner[nxt]
                     group.pending -= 1
                     if group.pending == 0:
-                        heappush(heap, (-group._seq, group))
+                        heappush(heap, (-group._seq, tick(), group))
                     continue
                 d = deps[nxt] - 1
                 deps[nxt] = d
                 if d == 0:
-                    heappush(heap, (-nxt._seq, nxt))
+                    heappush(heap, (-nxt._seq, tick(), nxt))
     finally:
         local.grad_enabled = prev_grad_mode
         local.graph_tasks = local.graph_tasks[:-1]

@@ -38,6 +38,8 @@ class FunctionCtx:
 
     @property
     def saved_tensors(self):
+        if self.__dict__.get("_in_jvp"):
+            return tuple(self.__dict__.get("saved_for_forward", ()))
         saved = self.__dict__.get("_saved")
         if saved is None:
             return tuple(self.__dict__.get("to_save", ()))
@@ -221,10 +223,12 @@ def _forward_tangents(cls, ctx, args, outputs):
     tangents = [None if not isinstance(a, Tensor) else
                 a._fw if a._fw is not None else Tensor(np.zeros_like(a._data)) for a in args]
     prev, _state.fw_level[0] = _state.fw_level[0], None
+    ctx._in_jvp = True  # ctx.saved_tensors gives what save_for_forward kept, as torch
     try:
         res = cls.jvp(ctx, *tangents)
     finally:
         _state.fw_level[0] = prev
+        ctx._in_jvp = False
     res = res if isinstance(res, tuple) else (res,)
     for o, t in zip(outputs, res):
         if isinstance(o, Tensor) and t is not None:

@@ -54,6 +54,15 @@ def _as_tuple_out(res, fn_name):
     return is_tuple, outs
 
 
+def _check_differentiable(outputs, strict):
+    if strict:
+        for i, o in enumerate(outputs):
+            if not o.requires_grad:
+                raise RuntimeError(f"Output {i} of the user-provided function does not require "
+                                   "gradients. The outputs must be computed in a differentiable "
+                                   "manner from the input when running in strict mode.")
+
+
 def _grads(outputs, inputs, grad_outputs, create_graph, retain_graph=None):
     """autograd.grad over the outputs that require grad; None where independent."""
     pairs = [(o, g) for o, g in zip(outputs, grad_outputs) if o.requires_grad]
@@ -69,8 +78,8 @@ def _fill(grads, refs, strict, what, create_graph):
     for i, (g, ref) in enumerate(zip(grads, refs)):
         if g is None:
             if strict:
-                raise RuntimeError(f"The {what} for the user-provided function is independent of "
-                                   f"input {i}. This is not allowed in strict mode.")
+                raise RuntimeError(f"The {what} is independent of input {i}. This is not allowed "
+                                   "in strict mode.")
             g = Tensor(np.zeros(ref._data.shape, ref._data.dtype))
         elif not create_graph:
             g = g.detach()
@@ -105,9 +114,10 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
     with enable_grad():
         xs = _prepare(xs, create_graph)
         out_tuple, outs = _as_tuple_out(func(*xs), "vjp")
+        _check_differentiable(outs, strict)
         vs = _check_v(v, outs, "outputs", "vjp")
         grads = _grads(outs, xs, vs, create_graph)
-    grads = _fill(grads, xs, strict, "output", create_graph)
+    grads = _fill(grads, xs, strict, "output of the user-provided function", create_graph)
     outs = tuple(o if create_graph else o.detach() for o in outs)
     return _ret(outs, out_tuple), _ret(grads, in_tuple)
 
@@ -172,6 +182,7 @@ def _jacobian_reverse(func, xs, create_graph, strict):
     with enable_grad():
         xs = _prepare(xs, create_graph)
         out_tuple, outs = _as_tuple_out(func(*xs), "jacobian")
+        _check_differentiable(outs, strict)
         blocks = []
         for i, o in enumerate(outs):
             flat = o.reshape(-1)
@@ -283,7 +294,8 @@ def vhp(func, inputs, v=None, create_graph=False, strict=False):
                         create_graph=create_graph, allow_unused=True)
         else:
             res = (None,) * len(xs)
-    res = _fill(res, xs, strict, "Hessian-vector product", create_graph)
+    res = _fill(res, xs, strict, "Hessian-vector product of the user-provided function",
+                create_graph)
     return (out if create_graph else out.detach()), _ret(res, in_tuple)
 
 
@@ -303,5 +315,6 @@ def hvp(func, inputs, v=None, create_graph=False, strict=False):
         raise RuntimeError("The output of the user-provided function is independent of input "
                            f"{[g is None for g in gs].index(True)}. This is not allowed in "
                            "strict mode.")
-    res = _fill(tangents, xs, strict, "Hessian-vector product", create_graph)
+    res = _fill(tangents, xs, strict, "Hessian-vector product of the user-provided function",
+                create_graph)
     return (primal if create_graph else primal.detach()), _ret(res, in_tuple)

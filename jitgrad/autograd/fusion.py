@@ -250,6 +250,8 @@ def explain(*tensors):
     >>> jitgrad.autograd.fusion.explain((x.sin() * x).exp().sum())
     [['ExpBackward0', 'MulBackward0', 'SinBackward0']]
     """
+    if not _state.local.fusion:
+        return []
     roots = [t.grad_fn for t in tensors if t.grad_fn is not None]
     deps, seen = count_dependencies(roots)
     groups = {id(g): g for g in plan(seen, deps, set(roots), set()).values()}

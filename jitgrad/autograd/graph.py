@@ -250,7 +250,7 @@ def register_multi_grad_hook(tensors, fn, *, mode="all"):
                     grads = buffers.pop(task)
                     del count[task]
             if done:
-                fn(tuple(grads))
+                fn(grads)  # a list, as torch passes
         return hook
 
     handles = [t.register_hook(inner(i)) for i, t in enumerate(tensors) if t.requires_grad]

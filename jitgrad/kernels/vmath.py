@@ -863,17 +863,23 @@ def cosh_f32(x):
 
 @njit(**_JIT)
 def sigmoid_f32(x):
+    # e = exp(-|x|) = 2**k * (p + plo) with p = fl(1 + em) and its rounding
+    # error plo; d = fl(1 + e) with err = 1 + e + elo - d. Then
+    #   1/(1 + e)   = v - v*err/d        (x >= 0, v = 1/d, 1/d ~ v)
+    #   e/(1 + e)   = v + (elo - v*err)/d (x < 0, v = e/d, 1/d ~ 1 - v)
+    # so only the division rounds at full size: about 1 ulp.
     x = _F(x)
-    # v = num/(1 + e) with d = fl(1 + e) and its exact error err = (1 - d) + e:
-    # num/(d + err) = v*(1 - err/d), and 1/d is v (x >= 0) or 1 - v (x < 0).
     n = _clamp(-abs(x), _EXP_LO_F, _ZERO_F)
     k, em = _exp_reduce_f32(n)
-    e = _scale_f32(_ONE_F + em, k)          # exp(-|x|)
+    p = _ONE_F + em
+    plo = (_ONE_F - p) + em                 # exact (Fast2Sum, |em| < 1)
+    e = _scale_f32(p, k)
+    elo = _scale_f32(plo, k)
     pos = x >= _ZERO_F
     d = _ONE_F + e
-    err = (_ONE_F - d) + e
+    err = ((_ONE_F - d) + e) + elo
     v = _div(_ONE_F if pos else e, d)
-    return v - v * (err * (v if pos else _ONE_F - v))
+    return v + ((_ZERO_F if pos else elo) - v * err) * (v if pos else _ONE_F - v)
 
 
 @njit(**_JIT)
@@ -881,12 +887,15 @@ def sigmoid_f64(x):
     x = np.float64(x)
     n = _clamp(-abs(x), _EXP_LO_D, 0.0)
     k, em = _exp_reduce_f64(n)
-    e = _scale_f64(1.0 + em, k)
+    p = 1.0 + em
+    plo = (1.0 - p) + em
+    e = _scale_f64(p, k)
+    elo = _scale_f64(plo, k)
     pos = x >= 0.0
     d = 1.0 + e
-    err = (1.0 - d) + e
+    err = ((1.0 - d) + e) + elo
     v = _div(1.0 if pos else e, d)
-    return v - v * (err * (v if pos else 1.0 - v))
+    return v + ((0.0 if pos else elo) - v * err) * (v if pos else 1.0 - v)
 
 
 # ---------------------------------------------------------------------------
