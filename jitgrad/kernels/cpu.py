@@ -32,10 +32,10 @@ def ufunc(name, args, body, arg_dtypes, compute_dtype, out_dtype, prefix=None):
     return cache.load(f"{name}_{compute_dtype.name}", source).ufunc
 
 
-def loop(name, args, kinds, body, arg_dtypes, compute_dtype, out_dtype):
-    """A multi-threaded loop kernel `kernel(n, *operands, out)` over 1-D contiguous
-    arrays (kind "a") and scalars (kind "s"), for big same-shape operands where
-    splitting the work across cores pays (see fuse.PARALLEL_MIN_ELEMENTS)."""
+def loop(name, args, kinds, body, arg_dtypes, compute_dtype, out_dtype, parallel):
+    """A loop kernel `kernel(n, *operands, out)` over 1-D contiguous arrays (kind
+    "a") and scalars (kind "s"), for large same-shape operands; with `parallel`,
+    split across cores (see fuse.PARALLEL_MIN_ELEMENTS)."""
     code = to_scalar_code(body, {a: f"{a}[i]" for a, k in zip(args, kinds) if k == "a"},
                           dtype=compute_dtype.name)
     types = ["int64"] + [
@@ -46,8 +46,9 @@ def loop(name, args, kinds, body, arg_dtypes, compute_dtype, out_dtype):
     source = (
         module_header(code) +
         f"T = np.{compute_dtype.name}\n\n\n"
-        f"@numba.njit({sig!r}, cache=True, nogil=True, parallel=True, error_model='numpy')\n"
+        f"@numba.njit({sig!r}, cache=True, nogil=True, parallel={parallel}, "
+        f"error_model='numpy')\n"
         f"def kernel(n, {', '.join(args)}, out):\n"
-        f"    for i in numba.prange(n):\n"
+        f"    for i in {'numba.prange' if parallel else 'range'}(n):\n"
         f"        out[i] = {out_t}({code})\n")
-    return cache.load(f"{name}_{compute_dtype.name}_par", source)
+    return cache.load(f"{name}_{compute_dtype.name}_{'par' if parallel else 'loop'}", source)

@@ -17,6 +17,9 @@ from .expr import module_header, to_scalar_code
 import os
 
 PARALLEL_MIN_ELEMENTS = 1 << 18  # measured: below this the thread start-up costs more
+# From this many elements on, a forward op runs as a generated (vectorized) loop
+# over contiguous operands instead of a numpy ufunc: it pays for the extra kernel.
+LOOP_MIN_ELEMENTS = 16384
 # Below this many elements a node's backward is cheaper run alone than planned
 # into a group (planning ~3.5 us/node; measured crossover ~8-16k elements, 2 cores).
 FUSE_MIN_ELEMENTS = 8192
