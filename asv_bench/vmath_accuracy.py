@@ -174,6 +174,39 @@ def ulp_error(y, ref, dtype):
     return err
 
 
+_MAX_ULP32 = None
+
+
+def max_ulp_f32(y, ref):
+    """(max, argmax) of ulp_error(y, ref, float32) in one compiled pass (the
+    exhaustive float32 run would spend most of its time in NumPy temporaries)."""
+    global _MAX_ULP32
+    if _MAX_ULP32 is None:
+        from numba import njit
+        big = float(np.finfo(F32).max) * (1 + 2.0 ** -24)
+
+        @njit(nogil=True)
+        def kernel(y, ref):
+            worst, at = 0.0, 0
+            for i in range(y.shape[0]):
+                r = ref[i]
+                v = np.float64(y[i])
+                if r != r or v != v:
+                    e = 0.0 if (r != r and v != v) else math.inf
+                elif abs(r) >= big:
+                    e = 0.0 if (abs(v) == math.inf and (v > 0) == (r > 0)) else math.inf
+                elif abs(v) == math.inf:
+                    e = math.inf
+                else:
+                    ex = math.frexp(r)[1]
+                    e = abs(v - r) / math.ldexp(1.0, max(ex, -125) - 24)
+                if e > worst:
+                    worst, at = e, i
+            return worst, at
+        _MAX_ULP32 = kernel
+    return _MAX_ULP32(y, ref)
+
+
 # ---------------------------------------------------------------------------
 # accuracy
 # ---------------------------------------------------------------------------
@@ -207,11 +240,15 @@ def max_ulp(name, dtype, exhaustive=False, n64=1_000_000, seed=0):
 
     def update(y, ref, *xs):
         nonlocal worst, count
-        err = ulp_error(y, ref, dtype)
-        i = int(np.argmax(err))
-        count += err.size
-        if err[i] > worst[0]:
-            worst = (float(err[i]), tuple(x[i] for x in xs))
+        if dtype is F32:
+            e, i = max_ulp_f32(y, np.ascontiguousarray(ref, F64))
+        else:
+            err = ulp_error(y, ref, dtype)
+            i = int(np.argmax(err))
+            e = err[i]
+        count += y.size
+        if e > worst[0]:
+            worst = (float(e), tuple(x[i] for x in xs))
 
     k = loop("vmath", name, dtype)
     if name == "atan2":
@@ -267,7 +304,12 @@ def _numpy_call(name):
     if name == "sigmoid":
         if sp is not None:
             return lambda x, out: sp.expit(x, out=out)
-        return lambda x, out: np.divide(1, np.add(1, np.exp(np.negative(x, out=out), out=out), out=out), out=out)
+
+        def expression(x, out):                 # 1/(1 + exp(-x)) in three passes
+            np.exp(np.negative(x, out=out), out=out)
+            np.add(1, out, out=out)
+            return np.divide(1, out, out=out)
+        return expression
     if name == "atan2":
         return lambda y, x, out: np.arctan2(y, x, out=out)
     return lambda x, out, f=_NP[name]: f(x, out=out)
@@ -411,8 +453,9 @@ def remez(g, w, exps, a, b, iters=40, npts=1500, tol=1e-4):
 
 def fit(selected=None):
     """Re-derive the coefficient tuples of vmath; print them next to the ones in
-    the module. Rounding to the working precision is done one coefficient at a
-    time (lowest order first), refitting the rest, as in the module."""
+    the module. The minimax coefficients are rounded to the working precision
+    either all at once or one at a time (lowest order first, refitting the
+    rest), whichever leaves the smaller error, as was done for the module."""
     import mpmath as mp
     mp.mp.dps = 50
     vm = _vmath()
@@ -420,6 +463,7 @@ def fit(selected=None):
         if selected and name not in selected:
             continue
         c, e = remez(g, w, exps, a, b)
+        simple = [mp.mpf(float(prec(float(v)))) for v in c]
         fixed = []
         while True:
             fixed.append(mp.mpf(float(prec(float(c[0])))))
@@ -432,6 +476,13 @@ def fit(selected=None):
                 c, _ = remez(g1, w, rest, a, b)
             except (ZeroDivisionError, RuntimeError):
                 c = c[1:]
+        # keep the plainly rounded minimax coefficients where they do better
+        grid = [a + (b - a) * i / 3999 if i else (b - a) * mp.mpf(10) ** -25 for i in range(4000)]
+
+        def worst(cs):
+            return max(abs((mp.fsum(ci * t ** ei for ci, ei in zip(cs, exps)) - g(t)) * w(t)) for t in grid)
+        if worst(simple) < worst(fixed):
+            fixed = simple
         ours = [float(v) for v in getattr(vm, name)]
         diff = max(abs(float(x) - y) / abs(y) for x, y in zip(fixed, ours))
         print(f"{name}: minimax error 2**{float(mp.log(e, 2)):.1f} on [{float(a):.4g}, {float(b):.4g}]"
@@ -451,8 +502,12 @@ def main(argv=None):
     ap.add_argument("--no-accuracy", action="store_true")
     ap.add_argument("--dtype", choices=["float32", "float64"], action="append")
     ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--unfused", action="store_true",
+                    help="compile with vmath.USE_FMULADD = False (separate multiply and add)")
     ap.add_argument("--fit", action="store_true", help="re-derive the coefficients and exit")
     args = ap.parse_args(argv)
+    if args.unfused:
+        _vmath().USE_FMULADD = False
     if args.fit:
         fit(set(args.names) or None)
         return
@@ -468,7 +523,8 @@ def main(argv=None):
     print(f"# numba {numba.__version__}, numpy {np.__version__}, CPU {cpu or 'unknown'}, "
           f"{os.cpu_count()} cores, N=1e6, best of {args.repeat}")
     print(f"# accuracy: float32 over {'all 2**32 inputs' if args.exhaustive else 'every 257th bit pattern'}"
-          " + grids; float64 over ~3e6 random inputs (erf: 3e4)")
+          " + grids; float64 over ~3e6 random inputs (erf: 3e4)"
+          + ("; polynomials UNFUSED (USE_FMULADD=False)" if args.unfused else ""))
     head = (f"| {'function':16s} | {'dtype':7s} | {'max ulp':>7s} | {'vmath':>6s} | {'libm':>6s} |"
             f" {'numpy':>6s} | {'torch1':>6s} | {'torch2':>6s} | {'vs libm':>7s} |")
     print(head)
@@ -488,11 +544,12 @@ def main(argv=None):
                     sp["vmath"] = _best(lambda: k(x, out), args.repeat) / 1e6 * 1e9
             else:
                 sp = throughput(name, dtype, repeat=args.repeat)
-            fmt = lambda v: f"{v:6.2f}" if v == v else f"{'-':>6s}"     # noqa: E731
-            ratio = sp["libm"] / sp["vmath"] if sp["vmath"] == sp["vmath"] and sp["libm"] == sp["libm"] else math.nan
-            print(f"| {name:16s} | {np.dtype(dtype).name:7s} | {acc:>7s} | {fmt(sp['vmath'])} | {fmt(sp['libm'])} |"
-                  f" {fmt(sp['numpy'])} | {fmt(sp['torch1'])} | {fmt(sp['torch2'])} |"
-                  f" {(f'{ratio:6.1f}x' if ratio == ratio else '-'):>7s} |", flush=True)
+            ratio = sp["libm"] / sp["vmath"]       # nan when either is missing
+            cells = [f"{v:6.2f}" if v == v else f"{'-':>6s}"
+                     for v in (sp["vmath"], sp["libm"], sp["numpy"], sp["torch1"], sp["torch2"])]
+            cells.append(f"{ratio:6.1f}x" if ratio == ratio else f"{'-':>7s}")
+            row = [f"{name:16s}", f"{np.dtype(dtype).name:7s}", f"{acc:>7s}"] + cells
+            print("| " + " | ".join(row) + " |", flush=True)
 
 
 # ---------------------------------------------------------------------------
