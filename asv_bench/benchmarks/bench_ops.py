@@ -61,6 +61,6 @@ class Ops:
 
     def track_elements(self, name):
         """Elements of the largest input: the size this op was benchmarked at."""
-        return max(int(np.prod(t.shape)) for t in _flat(list(self.args) + list(self.kwargs.values()))
-                   if hasattr(t, "shape"))
+        operands = _flat(list(self.args) + list(self.kwargs.values()))
+        return max(int(np.prod(t.shape)) for t in operands if hasattr(t, "shape"))
     track_elements.unit = "elements"

@@ -580,7 +580,8 @@ def _scaled(sample, k, mode):
         return grow(v)
 
     inside = False
-    return Sample(*[grow_top(a) for a in sample.args], **{k2: grow_top(v) for k2, v in sample.kwargs.items()})
+    return Sample(*[grow_top(a) for a in sample.args],
+                  **{k2: grow_top(v) for k2, v in sample.kwargs.items()})
 
 
 def _outputs(out):
