@@ -237,7 +237,9 @@ def _flat(a, shape, n, dtype):
     if a.shape != shape:
         a = np.broadcast_to(a, shape)
     if not a.flags.c_contiguous or not a.flags.writeable:
-        a = np.array(a)  # numba types read-only arrays apart: give it a plain copy
+        # C order (np.array would keep a broadcast's odd layout) and writable: numba
+        # types read-only arrays apart
+        a = np.array(a, order="C")
     return a.reshape(n)
 
 
