@@ -71,6 +71,9 @@ def _body(arr, fmt, width, indent, summarize):
 def tensor_repr(t):
     arr = t._data
     suffix = []
+    if type(arr) is not np.ndarray:  # a CUDA tensor prints a host copy, as torch does
+        arr = arr.get()
+        suffix.append(f"device='{t.device}'")
     if arr.size == 0:
         body = "[]"
         if arr.shape != (0,):

@@ -1,15 +1,64 @@
-"""`jitgrad.cuda`: device queries. This build has no CUDA backend yet, so
-`is_available()` is False and anything that needs a GPU raises a clear error."""
-from .tensor import CUDA_UNAVAILABLE
+"""`jitgrad.cuda`: device queries and synchronization.
+
+CUDA tensors need NVIDIA's numba-cuda (`pip install 'jitgrad[cuda]'`) and a
+GPU, or Numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1 before numba is
+imported). Nothing here imports the CUDA stack until it is asked a question.
+"""
 
 
 def is_available():
-    return False
+    """True if `device="cuda"` works here."""
+    from . import _cuda
+    return _cuda.unavailable_reason() is None
 
 
 def device_count():
-    return 0
+    return 1 if is_available() else 0
+
+
+def _numba_cuda():
+    from . import _cuda
+    return _cuda.cuda()
 
 
 def synchronize(device=None):
-    raise RuntimeError(CUDA_UNAVAILABLE)
+    """Wait for every kernel launched so far to finish."""
+    _numba_cuda().synchronize()
+
+
+def current_device():
+    _numba_cuda()
+    return 0
+
+
+def get_device_name(device=None):
+    dev = _numba_cuda().get_current_device()
+    name = getattr(dev, "name", b"CUDA simulator")
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def is_simulator():
+    """True when kernels run under Numba's CUDA simulator (no GPU involved)."""
+    from . import _cuda
+    return is_available() and _cuda.simulator()
+
+
+def host_fallbacks():
+    """{numpy function: calls} that ran on the host for lack of a CUDA kernel
+    (each warns once). A training step of the documented ops makes none."""
+    from ._cuda.array import host_fallbacks as counts
+    return counts()
+
+
+def memory_allocated(device=None):
+    """Bytes in use on the GPU (driver's view: total minus free)."""
+    ctx = _numba_cuda().current_context()
+    free, total = ctx.get_memory_info()
+    return total - free
+
+
+def __getattr__(name):
+    if name == "OutOfMemoryError":
+        from ._cuda.array import OutOfMemoryError
+        return OutOfMemoryError
+    raise AttributeError(f"module 'jitgrad.cuda' has no attribute '{name}'")

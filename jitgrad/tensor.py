@@ -54,19 +54,48 @@ class device:
 
 
 CPU = device("cpu")
-CUDA_UNAVAILABLE = (
-    "CUDA support is not available in this jitgrad build: tensors live on the CPU. "
-    "Use device='cpu' (the default).")
+CUDA0 = device("cuda", 0)
 
 
 def check_device(spec):
-    """Resolve a `device=` argument; only the CPU exists for now."""
+    """Resolve a `device=` argument (None: the CPU). CUDA needs numba-cuda and a GPU
+    (or Numba's simulator); one GPU, cuda:0, is used."""
     if spec is None:
         return CPU
     d = device(spec)
-    if d.type != "cpu":
-        raise RuntimeError(f"cannot use device '{d}': " + CUDA_UNAVAILABLE)
-    return d
+    if d.type == "cpu":
+        return CPU
+    from . import _cuda
+    reason = _cuda.unavailable_reason()
+    if reason is not None:
+        raise RuntimeError(f"cannot use device '{d}': {reason}")
+    if d.index not in (None, 0):
+        raise RuntimeError(f"CUDA error: invalid device ordinal: jitgrad uses one GPU, cuda:0 "
+                           f"(got '{d}')")
+    return CUDA0
+
+
+def on_device(arr, dev):
+    """`arr` (a numpy or device array) moved to device `dev` (a checked device)."""
+    if dev.type == "cpu":
+        return arr if type(arr) is np.ndarray else arr.get()
+    if type(arr) is np.ndarray:
+        from ._cuda.array import to_device
+        return to_device(arr)
+    return arr
+
+
+def asarray(v, dtype=None):
+    """`v` as an array on the device it is on (numpy reductions may give scalars:
+    those become 0-d host arrays)."""
+    if type(v) is np.ndarray or getattr(v, "on_device", False):
+        return v if dtype is None else v.astype(dtype, copy=False)
+    return np.asarray(v, dtype)
+
+
+def ascontiguous(a):
+    """A C-contiguous array with a's values (a itself if it already is one)."""
+    return a if a.flags.c_contiguous else a.copy()
 
 
 def describe(arr):
@@ -81,7 +110,7 @@ class Tensor:
     __array_priority__ = 1000
 
     def __init__(self, data, requires_grad=False):
-        if type(data) is not np.ndarray:
+        if type(data) is not np.ndarray and not getattr(data, "on_device", False):
             # numpy scalars (e.g. a full reduction) keep their dtype; Python data
             # takes the default float dtype, as torch.Tensor(data) does.
             data = np.asarray(data) if isinstance(data, np.generic) else \
@@ -107,9 +136,11 @@ class Tensor:
 
     @property
     def device(self):
-        return CPU
+        return CPU if type(self._data) is np.ndarray else CUDA0
 
-    is_cuda = False
+    @property
+    def is_cuda(self):
+        return type(self._data) is not np.ndarray
 
     @property
     def ndim(self):
@@ -227,9 +258,17 @@ class Tensor:
         if self._rg and not force:
             raise RuntimeError(
                 "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+        if type(self._data) is not np.ndarray:
+            if force:
+                return self._data.get()
+            raise TypeError("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() "
+                            "to copy the tensor to host memory first.")
         return self._data
 
     def __array__(self, dtype=None, copy=None):
+        if type(self._data) is not np.ndarray:
+            raise TypeError("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() "
+                            "to copy the tensor to host memory first.")
         if dtype is not None and np.dtype(dtype) != self._data.dtype:
             return self._data.astype(dtype)
         return self._data.copy() if copy else self._data

@@ -36,7 +36,7 @@ def dtype_name(t):
 
 def to_numpy(t):
     if isinstance(t, jitgrad.Tensor):
-        return np.array(t.detach().numpy())
+        return np.array(t.detach().cpu().numpy())
     return t.detach().cpu().numpy()
 
 
@@ -102,17 +102,18 @@ def draw(arg, rng, dtype="float64", grid=None):
     raise ValueError(f"unknown Arg kind {arg.kind!r}")
 
 
-def materialize(sample, rng, dtype="float64", grid=None):
+def materialize(sample, rng, dtype="float64", grid=None, device=None):
     """Sample -> Materialized. Arg kind "float": a float tensor requiring grad with
     values in [low, high); "int": int64 indices in [0, high); "bool": a random mask;
     "const": a float tensor without grad. Tuples and lists are materialized item by
-    item; any other value passes through unchanged."""
+    item; any other value passes through unchanged. jitgrad tensors are made on
+    `device` (torch's stay on the CPU)."""
     m = Materialized()
 
     def conv(v):
         if isinstance(v, Arg):
             arr = draw(v, rng, dtype, grid)
-            jg = jitgrad.tensor(arr)
+            jg = jitgrad.tensor(arr, device=device)
             th = torch.tensor(arr) if torch is not None else None
             if v.kind == "float":
                 jg.requires_grad_()
@@ -164,21 +165,23 @@ def assert_same(jg, th, rtol, atol, what="output"):
 
 
 def check_torch(jg_fn, torch_fn, shapes_or_args, dtype="float32", rtol=None, atol=None, seed=0,
-                grad=True, grid=None):
+                grad=True, grid=None, device=None):
     """Run `jg_fn` and `torch_fn` on the same seeded inputs; compare the outputs,
     then the gradients of sum(out * w) (w: a fixed random weight per output) with
     respect to every float input (skipped with grad=False). `shapes_or_args`: see
-    as_sample; `grid`: see draw. Returns (jitgrad outputs, torch outputs)."""
+    as_sample; `grid`: see draw; `device`: where jitgrad's tensors live (outputs
+    and gradients must be there too). Returns (jitgrad outputs, torch outputs)."""
     th = require_torch()
     tol = dict(TOLERANCE.get(dtype, TOLERANCE["float64"]))
     tol.update({k: v for k, v in (("rtol", rtol), ("atol", atol)) if v is not None})
     rng = rng_for("check_torch", seed)
-    m = materialize(as_sample(shapes_or_args), rng, dtype, grid)
+    m = materialize(as_sample(shapes_or_args), rng, dtype, grid, device)
     jo = outputs_of(jg_fn(*m.jg_args, **m.jg_kwargs))
     to = outputs_of(torch_fn(*m.th_args, **m.th_kwargs))
     assert len(jo) == len(to), f"{len(jo)} outputs, torch has {len(to)}"
     for i, (a, b) in enumerate(zip(jo, to)):
         assert_same(a, b, what=f"output {i}", **tol)
+        assert device is None or a.device.type == device, f"output {i} is on {a.device}, not on {device}"
         assert a.requires_grad == b.requires_grad, (
             f"output {i}: requires_grad={a.requires_grad}, torch {b.requires_grad}")
     if not grad:
@@ -189,7 +192,7 @@ def check_torch(jg_fn, torch_fn, shapes_or_args, dtype="float32", rtol=None, ato
     jl, tl = 0, 0
     for a, b in pairs:
         w = rng.standard_normal(tuple(b.shape)).astype(dtype_name(b))
-        jl = jl + (a * jitgrad.tensor(w)).sum()
+        jl = jl + (a * jitgrad.tensor(w, device=device)).sum()
         tl = tl + (b * th.tensor(w)).sum()
     jg_grads = jitgrad.autograd.grad(jl, m.jg_leaves, allow_unused=True)
     th_grads = th.autograd.grad(tl, m.th_leaves, allow_unused=True)

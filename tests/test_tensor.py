@@ -159,8 +159,10 @@ def test_requires_grad_on_int_tensor_raises(lib):
     lambda: jitgrad.ones(2).cuda(),
     lambda: jitgrad.ones(2).to("cuda"),
 ], ids=["zeros", "tensor", "cuda()", "to"])
-def test_cuda_device_says_it_is_unavailable(make):
-    with pytest.raises(RuntimeError, match="CUDA support is not available"):
+def test_cuda_device_says_it_is_unavailable(make, monkeypatch):
+    from jitgrad import _cuda
+    monkeypatch.setattr(_cuda, "_reason", [f"numba-cuda is not installed. {_cuda.INSTALL_HINT}"])
+    with pytest.raises(RuntimeError, match=r"numba-cuda is not installed.*pip install 'jitgrad\[cuda\]'"):
         make()
 
 
@@ -772,7 +774,9 @@ FIX_HINTS = {
     "in place on a leaf": (lambda: jitgrad.ones(2, requires_grad=True).add_(1), "no_grad()"),
     "broadcast": (lambda: jitgrad.ones(2, 3) + jitgrad.ones(4), "broadcastable"),
     "int requires grad": (lambda: jitgrad.tensor([1]).requires_grad_(), ".float()"),
-    "cuda": (lambda: jitgrad.zeros(1, device="cuda"), "device='cpu'"),
+    "cuda device index": (lambda: jitgrad.zeros(1, device="cuda:3") if jitgrad.cuda.is_available()
+                          else jitgrad.zeros(1, device="cuda"),
+                          "cuda:0" if jitgrad.cuda.is_available() else "pip install 'jitgrad[cuda]'"),
     "view of non-contiguous": (lambda: jitgrad.ones(2, 3).t().view(6), ".reshape("),
     "matmul dtypes": (lambda: jitgrad.ones(2, 2) @ jitgrad.ones(2, 2, dtype=jitgrad.float64),
                       ".to("),

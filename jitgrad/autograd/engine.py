@@ -15,7 +15,7 @@ from .. import _state
 from .._node import AccumulateGrad, count_dependencies, edge_of
 from .anomaly_mode import run_checked
 from .fusion import FusedGroup
-from ..tensor import Tensor
+from ..tensor import CPU, CUDA0, Tensor
 
 
 def _make_roots(outputs, grads, who):
@@ -33,7 +33,7 @@ def _make_roots(outputs, grads, who):
                     "grad can be implicitly created only for scalar outputs (output "
                     f"{i} has shape {list(t.shape)}); pass gradient=/grad_outputs= with a tensor "
                     "of that shape, or reduce the output first, e.g. y.sum().backward()")
-            g = Tensor(np.ones(t._data.shape, t._data.dtype))
+            g = Tensor(np.ones(t._data.shape, t._data.dtype, like=t._data))
         else:
             if not isinstance(g, Tensor):
                 raise TypeError(f"{who}: gradient {i} must be a Tensor or None, got {type(g).__name__}")
@@ -122,7 +122,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     for t, g in zip(inputs, captured):
         if g is None:
             if materialize_grads:
-                g = Tensor(np.zeros(t._data.shape, t._data.dtype))
+                g = Tensor(np.zeros(t._data.shape, t._data.dtype, like=t._data))
             elif not allow_unused:
                 raise RuntimeError(
                     "One of the differentiated Tensors appears to not have been used in the graph. "
@@ -134,7 +134,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 def _fit(node, i, g, meta):
     """Validate an output gradient of `node` for its input i: reduce broadcast
     dimensions and cast the dtype back to the input's (the one place for both)."""
-    shape, dt = meta
+    shape, dt, array_type = meta
+    if type(g._data) is not array_type:  # e.g. a CPU scalar tensor used in a CUDA op
+        from ..ops.shape import to_device
+        g = to_device(g, CPU if array_type is np.ndarray else CUDA0)
     arr = g._data
     if arr.shape != shape:
         lead = arr.ndim - len(shape)
@@ -356,7 +359,8 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                     continue
                 if g is not None:
                     m = in_meta[i]
-                    if m is not None and (g._data.shape != m[0] or g._data.dtype != m[1]):
+                    if m is not None and (g._data.shape != m[0] or g._data.dtype != m[1]
+                                          or type(g._data) is not m[2]):
                         g = _fit(node, i, g, m)
                     buf = buffers.get(nxt)
                     if buf is None:
@@ -436,7 +440,7 @@ def _accumulate(var, g, create_graph):
             # Own the buffer, in the param's layout ("default gradient layouts"): later
             # backward calls add into it in place.
             buf = np.empty_like(var._data) if _dense(var._data) else \
-                np.empty(var._data.shape, var._data.dtype)
+                np.empty(var._data.shape, var._data.dtype, like=var._data)
             np.copyto(buf, g._data)
             var._grad = Tensor(buf)
     elif create_graph or _state.local.grad_enabled:

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import _state
 from .._node import Node, SavedTensor, edge_of
-from ..tensor import Tensor
+from ..tensor import CPU, CUDA0, Tensor, on_device
 
 
 class FunctionCtx:
@@ -59,7 +59,8 @@ class BackwardCFunction(FunctionCtx, Node):
         cls = self._forward_cls
         grads = list(grads) + [None] * (len(self._out_meta) - len(grads))
         if self.materialize_grads:
-            grads = [g if g is not None or m is None else Tensor(np.zeros(m[0], m[1]))
+            grads = [g if g is not None or m is None else
+                     Tensor(on_device(np.zeros(m[0], m[1]), CPU if m[2] is np.ndarray else CUDA0))
                      for g, m in zip(grads, self._out_meta)]
         result = cls.backward(self, *grads)
         if not isinstance(result, tuple):
@@ -195,10 +196,10 @@ def _wire(ctx, args, outputs, record):
             raise RuntimeError("mark_dirty() was given a tensor that is not an input of forward")
     if record:
         ctx._edges = tuple(edge_of(a) for a in args if isinstance(a, Tensor))
-        ctx._in_meta = tuple((a._data.shape, a._data.dtype) if a._rg else None
+        ctx._in_meta = tuple((a._data.shape, a._data.dtype, type(a._data)) if a._rg else None
                              for a in args if isinstance(a, Tensor))
         ctx._arg_is_tensor = tuple(isinstance(a, Tensor) for a in args)
-        ctx._out_meta = tuple((o._data.shape, o._data.dtype) if isinstance(o, Tensor) else None
+        ctx._out_meta = tuple((o._data.shape, o._data.dtype, type(o._data)) if isinstance(o, Tensor) else None
                               for o in wired)
         for i, o in enumerate(wired):
             if not isinstance(o, Tensor):

@@ -6,7 +6,7 @@ Inputs and outputs follow torch's structure: a Tensor or a tuple of Tensors.
 """
 import numpy as np
 
-from ..tensor import Tensor
+from ..tensor import Tensor, ascontiguous
 from . import forward_ad as fwAD
 from .engine import grad as _grad
 from .grad_mode import enable_grad
@@ -80,7 +80,7 @@ def _fill(grads, refs, strict, what, create_graph):
             if strict:
                 raise RuntimeError(f"The {what} is independent of input {i}. This is not allowed "
                                    "in strict mode.")
-            g = Tensor(np.zeros(ref._data.shape, ref._data.dtype))
+            g = Tensor(np.zeros(ref._data.shape, ref._data.dtype, like=ref._data))
         elif not create_graph:
             g = g.detach()
         out.append(g)
@@ -92,7 +92,7 @@ def _check_v(v, refs, name, fn_name):
         if len(refs) != 1 or refs[0]._data.size != 1:
             raise RuntimeError(f"The vector v can only be None if the {name} to the user-provided "
                                "function is a single Tensor with a single element.")
-        return (Tensor(np.ones(refs[0]._data.shape, refs[0]._data.dtype)),)
+        return (Tensor(np.ones(refs[0]._data.shape, refs[0]._data.dtype, like=refs[0]._data)),)
     _, vs = _as_tuple(v, "v", fn_name)
     if len(vs) != len(refs):
         raise RuntimeError(f"v is a tuple of invalid length: should be {len(refs)} but got "
@@ -140,7 +140,7 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
             if strict:
                 raise RuntimeError(f"The output of the user-provided function is independent of "
                                    f"input {i}. This is not allowed in strict mode.")
-            tangent = Tensor(np.zeros(primal._data.shape, primal._data.dtype))
+            tangent = Tensor(np.zeros(primal._data.shape, primal._data.dtype, like=primal._data))
         tangents.append(tangent if create_graph else tangent.detach())
     primals = tuple(p if create_graph else p.detach() for p, _ in pairs)
     return _ret(primals, out_tuple), _ret(tuple(tangents), out_tuple)
@@ -199,7 +199,7 @@ def _jacobian_reverse(func, xs, create_graph, strict):
                             raise RuntimeError(f"Output {i} of the user-provided function is "
                                                f"independent of input {j}. This is not allowed "
                                                "in strict mode.")
-                        g = Tensor(np.zeros(x._data.shape, x._data.dtype))
+                        g = Tensor(np.zeros(x._data.shape, x._data.dtype, like=x._data))
                     rows[j].append(g if create_graph else g.detach())
             blocks.append(tuple(_stack(r, o.shape + x.shape, o, x) for r, x in zip(rows, xs)))
     return out_tuple, tuple(blocks)
@@ -212,7 +212,7 @@ def _jacobian_forward(func, xs, strict):
     blocks, out_tuple = None, False
     for j, x in enumerate(xs):
         n, shape = x._data.size, x._data.shape
-        eye = Tensor(np.eye(n, dtype=x._data.dtype).reshape((n,) + shape))
+        eye = Tensor(np.eye(n, dtype=x._data.dtype, like=x._data).reshape((n,) + shape))
         with fwAD.dual_level():
             duals = tuple(fwAD.make_batched_dual(y, eye) if i == j else y
                           for i, y in enumerate(xs))
@@ -226,17 +226,17 @@ def _jacobian_forward(func, xs, strict):
                 if strict:
                     raise RuntimeError(f"Output {i} of the user-provided function is independent "
                                        f"of input {j}. This is not allowed in strict mode.")
-                block = np.zeros(o_shape + shape, p._data.dtype)
+                block = np.zeros(o_shape + shape, p._data.dtype, like=p._data)
             else:  # (n, *o_shape) -> (*o_shape, *in_shape)
                 block = np.moveaxis(np.broadcast_to(t._data, (n,) + o_shape), 0, -1)
-                block = np.ascontiguousarray(block).reshape(o_shape + shape)
+                block = ascontiguous(block).reshape(o_shape + shape)
             blocks[i][j] = Tensor(block)
     return out_tuple, tuple(tuple(b) for b in blocks)
 
 
 def _stack(rows, shape, o, x):
     from ..ops.shape import reshape, stack
-    return reshape(stack(rows, 0), shape) if rows else Tensor(np.zeros(shape, x._data.dtype))
+    return reshape(stack(rows, 0), shape) if rows else Tensor(np.zeros(shape, x._data.dtype, like=x._data))
 
 
 def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
@@ -257,7 +257,7 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
             raise RuntimeError("The function given to hessian should return a single Tensor "
                                "with a single element")
         gs = _grad(outs[0].reshape(()), ins, create_graph=True, allow_unused=True)
-        return tuple(g if g is not None else Tensor(np.zeros(x._data.shape, x._data.dtype))
+        return tuple(g if g is not None else Tensor(np.zeros(x._data.shape, x._data.dtype, like=x._data))
                      for g, x in zip(gs, ins))
 
     res = jacobian(gradient, xs, create_graph=create_graph, strict=strict, vectorize=vectorize,

@@ -202,9 +202,17 @@ class FusedGroup:
                     args.append(kdt.type(s) if not isinstance(s, bool) else s)
             if self.kernel_spec[1][k][3]:
                 args.append(_flat(m._out.data(m), shape, n, kdt))
-        outs = [_empty(n, kdt) for _ in self.slot_meta]
-        parallel = n >= _fuse.PARALLEL_MIN_ELEMENTS and _fuse.parallel_enabled()
-        _fuse.fused_kernel(self.kernel_spec, tuple(gin_kinds), parallel)(*args, *outs)
+        ref = next((a for a in args[1:] if hasattr(a, "flat_view")), None)
+        if ref is None:  # host arrays
+            outs = [_empty(n, kdt) for _ in self.slot_meta]
+            parallel = n >= _fuse.PARALLEL_MIN_ELEMENTS and _fuse.parallel_enabled()
+            _fuse.fused_kernel(self.kernel_spec, tuple(gin_kinds), parallel)(*args, *outs)
+        else:  # CUDA: the same group as a grid-stride kernel
+            from .._cuda import kernels as _ck
+            outs = [np.empty(n, kdt, like=ref) for _ in self.slot_meta]
+            _ck.run(_ck.fused(self.kernel_spec, tuple(gin_kinds)), n,
+                    *[a.flat_view() if hasattr(a, "flat_view") else a
+                      for a in args[1:] + outs])
         if not retain_graph:
             for m in self.members:
                 m._release()
@@ -239,7 +247,7 @@ def _flat(a, shape, n, dtype):
     if not a.flags.c_contiguous or not a.flags.writeable:
         # C order (np.array would keep a broadcast's odd layout) and writable: numba
         # types read-only arrays apart
-        a = np.array(a, order="C")
+        a = a.copy(order="C")
     return a.reshape(n)
 
 

@@ -5,7 +5,7 @@ import weakref
 
 from .. import _state
 from .._node import Node, RemovableHandle, _handle_ids, edge_of
-from ..tensor import Tensor
+from ..tensor import Tensor, on_device
 
 __all__ = ["Node", "GradientEdge", "get_gradient_edge", "increment_version",
            "saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks",
@@ -129,18 +129,21 @@ _users_lock = threading.Lock()
 
 
 class save_on_cpu(saved_tensors_hooks):
-    """Keep saved tensors in host memory. CPU tensors already are, so they are
-    kept as they are (as torch does); `pin_memory` matters once device tensors exist."""
+    """Keep saved tensors in host memory: CUDA tensors are copied to the host when
+    saved (into page-locked memory with `pin_memory=True`, which copies faster)
+    and back to the GPU when backward needs them; CPU tensors are kept as they are."""
 
     def __init__(self, pin_memory=False, device_type="cuda"):
         self.pin_memory = pin_memory
 
         def pack(t):
-            return (t.device, t if t.device.type == "cpu" else t.cpu())
+            if t.device.type == "cpu":
+                return (t.device, t)
+            return (t.device, Tensor(t._data.get(pinned=pin_memory)))
 
         def unpack(packed):
             dev, t = packed
-            return t if dev.type == "cpu" else t.to(dev)
+            return t if dev.type == "cpu" else Tensor(on_device(t._data, dev))
 
         super().__init__(pack, unpack)
 

@@ -172,9 +172,13 @@ class _FormattedTimes:
     def self_cpu_time_total_str(self):
         return _format_time(self.self_cpu_time_total)
 
-    # No device events in jitgrad's profiler: torch's device columns read zero.
+    # CUDA kernel time in microseconds (profile(use_cuda=True) on CUDA tensors);
+    # zero otherwise.
     device_time_total = self_device_time_total = 0.0
-    device_time = 0.0
+
+    @property
+    def device_time(self):
+        return 0.0 if self.count == 0 else self.device_time_total / self.count
 
 
 class Interval:
@@ -211,6 +215,7 @@ class FunctionEvent(_FormattedTimes):
         self.flops = 0
         self._frame = None
         self._pushed = False
+        self._kernels = None  # [(start, end) CUDA event pairs] with use_cuda
 
     @property
     def key(self):
@@ -266,6 +271,8 @@ class FunctionEventAvg(_FormattedTimes):
             self.cpu_children = other.cpu_children
         self.cpu_time_total += other.cpu_time_total
         self.self_cpu_time_total += other.self_cpu_time_total
+        self.device_time_total += other.device_time_total
+        self.self_device_time_total += other.self_device_time_total
         self.count += other.count
         self.flops += other.flops
         return self
@@ -504,9 +511,10 @@ def _restore_profile_hook(prev):
 class profile:
     """Record what jitgrad runs in this thread inside a `with` block.
 
-    torch.autograd.profiler.profile's arguments; jitgrad records CPU events
-    only: `use_cuda=True` warns and is ignored (no CUDA backend),
-    `profile_memory` and `with_modules` warn and are ignored, `use_kineto`
+    torch.autograd.profiler.profile's arguments. `use_cuda=True` (with CUDA
+    available) also times the CUDA kernels each event launches with CUDA
+    events, into `device_time_total`/`self_device_time_total`; without CUDA it
+    warns and records CPU events only. `profile_memory` and `with_modules` warn and are ignored, `use_kineto`
     and `experimental_config` are accepted and ignored. `record_shapes` keeps
     the input shapes of forward ops (for `key_averages(group_by_input_shape=
     True)`), `with_stack` their source locations outside jitgrad, `with_flops`
@@ -545,6 +553,7 @@ class profile:
                  use_cpu=True, experimental_config=None, acc_events=False):
         self.enabled = bool(enabled)
         self.use_cuda = False
+        self._loose_kernels = []
         self.record_shapes = bool(record_shapes or with_flops)
         self.with_flops = bool(with_flops)
         self.profile_memory = False
@@ -561,8 +570,12 @@ class profile:
         if not self.enabled:
             return
         if use_cuda:
-            warnings.warn("CUDA is not available, disabling CUDA profiling (jitgrad has no CUDA "
-                          "backend yet): recording CPU events only", stacklevel=2)
+            from .. import cuda
+            if cuda.is_available():
+                self.use_cuda = True
+            else:
+                warnings.warn("CUDA is not available, disabling CUDA profiling: recording CPU "
+                              "events only", stacklevel=2)
         if profile_memory:
             warnings.warn("profile_memory=True is not supported by jitgrad's profiler; memory "
                           "is not recorded", stacklevel=2)
@@ -610,6 +623,8 @@ class profile:
         self._prev_profile = None
         self.entered = False
         self._finished = True
+        if self.use_cuda:
+            self._device_times()
         self._function_events = EventList(self._events, with_flops=self.with_flops)
         return False
 
@@ -685,6 +700,26 @@ class profile:
             ev = stack.pop()
             ev.end_ns = now
             ev._frame = None
+
+    def device_kernel(self, start, end):
+        """A CUDA kernel ran between events `start` and `end` (called by
+        jitgrad/_cuda/kernels.launch): charge it to the innermost open event."""
+        target = self._stack[-1] if self._stack else None
+        if target is None:
+            self._loose_kernels.append((start, end))
+        elif target._kernels is None:
+            target._kernels = [(start, end)]
+        else:
+            target._kernels.append((start, end))
+
+    def _device_times(self):
+        from .. import cuda
+        cuda.synchronize()
+        for ev in reversed(self._events):  # children come after their parents
+            own = sum(max(0.0, s.elapsed_time(e)) * 1000.0 for s, e in ev._kernels or ())
+            ev.self_device_time_total = own
+            ev.device_time_total = own + sum(c.device_time_total for c in ev.cpu_children)
+            ev._kernels = None
 
     # The seam the engine and the kernel cache call (see _state.local.profiler).
     def push(self, name, kind):

@@ -10,6 +10,11 @@ _NUMBA_TYPE = {"float32": "float32", "float64": "float64", "int32": "int32", "in
                "bool": "boolean", "complex64": "complex64", "complex128": "complex128"}
 
 
+# ufunc -> (args, parsed body, prefix, compute dtype): how the CUDA backend
+# (jitgrad/_cuda/array.py) rebuilds the same kernel for device operands.
+FORMULAS = {}
+
+
 def ufunc(name, args, body, arg_dtypes, compute_dtype, out_dtype, prefix=None):
     """Compile `body` (a parsed formula over `args`) as a ufunc.
 
@@ -29,7 +34,9 @@ def ufunc(name, args, body, arg_dtypes, compute_dtype, out_dtype, prefix=None):
         f"def kernel({', '.join(args)}):\n"
         f"    return {out_t}({code})\n")
     # The DUFunc's underlying numpy ufunc: same loops, a third of the call cost.
-    return cache.load(f"{name}_{compute_dtype.name}", source).ufunc
+    u = cache.load(f"{name}_{compute_dtype.name}", source).ufunc
+    FORMULAS[u] = (tuple(args), body, prefix, compute_dtype)
+    return u
 
 
 def loop(name, args, kinds, body, arg_dtypes, compute_dtype, out_dtype, parallel):

@@ -35,8 +35,10 @@ _NB = {"float32": "float32", "float64": "float64", "int32": "int32", "int64": "i
        "bool": "boolean"}
 
 
-def fused_source(spec, gin_kinds, parallel):
-    """Numba source of the kernel for `spec`.
+def fused_body(spec, gin_kinds, math_dtype):
+    """(params, numba types, per-element body lines, output names) of the kernel for
+    `spec`, shared by the CPU loop below and the CUDA kernel (jitgrad/_cuda).
+    `math_dtype` selects vmath's functions ("float32"/"float64"); None keeps libm's.
 
     spec = (kdt_name, members, n_slots); each member is
     (op, ext_in, kinds, uses_out, targets): `op` an ElementwiseOp, `kinds[j]`
@@ -79,7 +81,7 @@ def fused_source(spec, gin_kinds, parallel):
                 continue
             c = op.const_partials[j]
             if c is None:
-                expr = f"g{k} * {to_scalar_code(op.partials[j][0], rename, dtype=kdt)}"
+                expr = f"g{k} * {to_scalar_code(op.partials[j][0], rename, dtype=math_dtype)}"
             else:
                 expr = f"g{k}" if c == 1 else f"g{k} * T({float(c)!r})"
             var = f"t{k}_{j}"
@@ -90,9 +92,16 @@ def fused_source(spec, gin_kinds, parallel):
                 incoming.setdefault(("x", target[1]), []).append(var)
     outs = [f"r{s}" for s in range(n_slots)]
     types += [arr] * n_slots
-    sig = f"void({', '.join(types)})"
     for s in range(n_slots):
         body.append(f"r{s}[i] = " + " + ".join(incoming[("x", s)]))
+    return params, types, body, outs
+
+
+def fused_source(spec, gin_kinds, parallel):
+    """Numba source of the CPU kernel for `spec` (see fused_body)."""
+    kdt = spec[0]
+    params, types, body, outs = fused_body(spec, gin_kinds, kdt)
+    sig = f"void({', '.join(types)})"
     loop = "numba.prange(n)" if parallel else "range(n)"
     # An explicit signature compiles at import (timed, disk-cached) and tells LLVM
     # the arrays are contiguous, which it needs to vectorize the loop.

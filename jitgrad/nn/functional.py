@@ -1,5 +1,7 @@
 """torch.nn.functional's core on jitgrad ops. Losses and layer_norm are
 compositions of differentiable ops, so they are differentiable twice."""
+import numpy as np
+
 from ..ops import formulas as E
 from ..ops import linalg, reduce, shape
 from ..ops.creation import _gen
@@ -63,8 +65,10 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     n_classes = input.shape[class_dim]
     t = target._data
     valid = t != ignore_index
-    if ((t[valid] < 0) | (t[valid] >= n_classes)).any():
-        raise IndexError(f"Target {int(t[valid].max())} is out of bounds (number of classes "
+    if np.logical_and(valid, np.logical_or(t < 0, t >= n_classes)).any():
+        host = target.cpu()._data
+        bad = host[(host != ignore_index) & ((host < 0) | (host >= n_classes))]
+        raise IndexError(f"Target {int(bad[0])} is out of bounds (number of classes "
                          f"{n_classes}).")
     safe = Tensor(t * valid)  # ignored entries gather class 0, then get weight 0
     picked = shape.squeeze(shape.gather(input, class_dim, shape.unsqueeze(safe, class_dim)), class_dim)

@@ -89,7 +89,7 @@ def _add_hook(hooks, hook, prepend, with_kwargs):
 
 
 def _parse_to(args, kwargs):
-    """The dtype of Module.to(device | dtype | device, dtype | tensor); raises for CUDA."""
+    """(device or None, dtype or None) of Module.to(device | dtype | device, dtype | tensor)."""
     dev, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
     kwargs.pop("non_blocking", None)
     kwargs.pop("memory_format", None)
@@ -110,8 +110,7 @@ def _parse_to(args, kwargs):
         if not (dtype.is_floating_point or dtype.is_complex):
             raise TypeError("nn.Module.to only accepts floating point or complex dtypes, but got "
                             f"desired dtype={dtype!r}")
-    check_device(dev)  # raises for "cuda": this build has only the CPU
-    return dtype
+    return (check_device(dev) if dev is not None else None), dtype
 
 
 class Module:
@@ -397,12 +396,17 @@ class Module:
         return self
 
     def to(self, *args, **kwargs):
-        """to(dtype), to(device), to(device, dtype), to(tensor). Floating-point
-        parameters and buffers change dtype; only the "cpu" device exists."""
-        dtype = _parse_to(args, dict(kwargs))
-        if dtype is None:
+        """to(dtype), to(device), to(device, dtype), to(tensor). Parameters and
+        buffers move to the device; floating-point ones change dtype."""
+        dev, dtype = _parse_to(args, dict(kwargs))
+        if dtype is None and dev is None:
             return self
-        return self._apply(lambda t: t.to(dtype) if t.is_floating_point() or t.is_complex() else t)
+
+        def convert(t):
+            if dtype is not None and (t.is_floating_point() or t.is_complex()):
+                t = t.to(dtype)
+            return t.to(dev) if dev is not None else t
+        return self._apply(convert)
 
     def _cast_floats(self, dtype):
         return self._apply(lambda t: t.to(dtype) if t.is_floating_point() else t)
@@ -417,11 +421,10 @@ class Module:
         return self._cast_floats(_dt.float16)
 
     def cpu(self):
-        return self
+        return self.to("cpu")
 
     def cuda(self, device=None):
-        check_device("cuda" if device is None else device)
-        return self
+        return self.to("cuda" if device is None else device)
 
     # ---- state_dict -----------------------------------------------------------------------
     def state_dict(self, *, destination=None, prefix="", keep_vars=False):

@@ -2,7 +2,7 @@
 import numpy as np
 
 from .. import dtypes as _dt
-from ..tensor import Tensor, check_device
+from ..tensor import Tensor, check_device, on_device
 
 
 class _Generator:
@@ -19,12 +19,14 @@ def manual_seed(seed):
 
 
 def _finish(arr, dtype, device, requires_grad):
-    check_device(device)
+    """The new tensor's array in `dtype`, on `device` (host values are made first and
+    copied to a GPU in one transfer)."""
+    dev = check_device(device)
     if dtype is not None:
         np_dt = _dt.to_dtype(dtype).np
         if arr.dtype != np_dt:
             arr = arr.astype(np_dt)
-    t = Tensor(arr)
+    t = Tensor(on_device(arr, dev))
     if requires_grad:
         t.requires_grad_(True)
     return t
@@ -56,6 +58,8 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
             [3, 4]])
     """
     if isinstance(data, Tensor):
+        if device is None:
+            device = data.device
         arr = data._data.copy()
     elif dtype is not None and not isinstance(data, np.ndarray) and not _has_tensor(data):
         arr = np.array(data, dtype=_dt.to_dtype(dtype).np)  # no detour through float32
@@ -123,23 +127,34 @@ def _float_np(dtype):
     return (_dt.to_dtype(dtype) if dtype is not None else _dt.get_default_dtype()).np
 
 
+def _filled(shape, np_dt, value, device, requires_grad):
+    """A new tensor of `shape` filled with `value` (None: uninitialized), made
+    directly on its device."""
+    dev = check_device(device)
+    if dev.type == "cuda":
+        from .._cuda import array
+        arr = array.empty(shape, np_dt) if value is None else array.full(shape, value, np_dt)
+    else:
+        arr = np.empty(shape, np_dt) if value is None else np.full(shape, value, np_dt)
+    return _finish(arr, None, dev, requires_grad)
+
+
 def zeros(*size, dtype=None, device=None, requires_grad=False):
-    return _finish(np.zeros(_size(size), _float_np(dtype)), None, device, requires_grad)
+    return _filled(_size(size), _float_np(dtype), 0, device, requires_grad)
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False):
-    return _finish(np.ones(_size(size), _float_np(dtype)), None, device, requires_grad)
+    return _filled(_size(size), _float_np(dtype), 1, device, requires_grad)
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False):
-    return _finish(np.empty(_size(size), _float_np(dtype)), None, device, requires_grad)
+    return _filled(_size(size), _float_np(dtype), None, device, requires_grad)
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad=False):
     if dtype is None:
         dtype = _dt.from_np(_dt.scalar_np(fill_value))
-    return _finish(np.full(_size((size,)), fill_value, _dt.to_dtype(dtype).np), None, device,
-                   requires_grad)
+    return _filled(_size((size,)), _dt.to_dtype(dtype).np, fill_value, device, requires_grad)
 
 
 def _like(x, dtype):
@@ -147,19 +162,19 @@ def _like(x, dtype):
 
 
 def zeros_like(x, dtype=None, device=None, requires_grad=False):
-    return _finish(np.zeros(x._data.shape, _like(x, dtype)), None, device, requires_grad)
+    return _filled(x._data.shape, _like(x, dtype), 0, device or x.device, requires_grad)
 
 
 def ones_like(x, dtype=None, device=None, requires_grad=False):
-    return _finish(np.ones(x._data.shape, _like(x, dtype)), None, device, requires_grad)
+    return _filled(x._data.shape, _like(x, dtype), 1, device or x.device, requires_grad)
 
 
 def empty_like(x, dtype=None, device=None, requires_grad=False):
-    return _finish(np.empty(x._data.shape, _like(x, dtype)), None, device, requires_grad)
+    return _filled(x._data.shape, _like(x, dtype), None, device or x.device, requires_grad)
 
 
 def full_like(x, fill_value, dtype=None, device=None, requires_grad=False):
-    return _finish(np.full(x._data.shape, fill_value, _like(x, dtype)), None, device, requires_grad)
+    return _filled(x._data.shape, _like(x, dtype), fill_value, device or x.device, requires_grad)
 
 
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
@@ -206,10 +221,10 @@ def randint(low=0, high=None, size=None, dtype=None, device=None, requires_grad=
 
 
 def rand_like(x, dtype=None, device=None, requires_grad=False):
-    return rand(x._data.shape, dtype=dtype or _dt.from_np(x._data.dtype), device=device,
+    return rand(x._data.shape, dtype=dtype or _dt.from_np(x._data.dtype), device=device or x.device,
                 requires_grad=requires_grad)
 
 
 def randn_like(x, dtype=None, device=None, requires_grad=False):
-    return randn(x._data.shape, dtype=dtype or _dt.from_np(x._data.dtype), device=device,
+    return randn(x._data.shape, dtype=dtype or _dt.from_np(x._data.dtype), device=device or x.device,
                  requires_grad=requires_grad)

@@ -117,7 +117,7 @@ def _has_tangent(values):
 
 def _copy_slices_backward(node, g):
     chain, shape = node._attrs
-    mask = np.ones(shape, np.bool_)
+    mask = np.ones(shape, np.bool_, like=g._data)
     apply_chain(Tensor(mask), chain)._data[...] = False
     return g * Tensor(mask), apply_chain(g, chain)
 

@@ -2,7 +2,7 @@
 jitgrad ops (so twice differentiable)."""
 import numpy as np
 
-from ..tensor import Tensor
+from ..tensor import Tensor, asarray
 from .registry import FW, jvp, nb, record
 from .shape import reshape, sum_to_size, transpose, unsqueeze, squeeze
 
@@ -99,7 +99,7 @@ def matmul(a, b):
             f"{'only' if bd.ndim == 1 else 'second-to-last'} dimension of the second "
             f"({bd.shape[-1] if bd.ndim == 1 else bd.shape[-2]}), and batch dimensions must "
             f"broadcast") from None
-    out = Tensor(np.asarray(r))
+    out = Tensor(asarray(r))
     name = _NAMES.get((ad.ndim, bd.ndim), "BmmBackward0" if ad.ndim == bd.ndim == 3 else
                       "UnsafeViewBackward0")
     if FW[0] is not None:

@@ -2,7 +2,7 @@
 import numpy as np
 
 from .. import dtypes as _dt
-from ..tensor import Tensor, check_device
+from ..tensor import Tensor, check_device, asarray
 from . import formulas as E
 from . import inplace as I
 from . import linalg, nn, reduce, shape
@@ -54,11 +54,11 @@ def _logical(np_fn, name):
     def fn(x, other=None):
         a = x._data if isinstance(x, Tensor) else x
         if other is None:
-            return Tensor(np.asarray(np_fn(a)))
+            return Tensor(asarray(np_fn(a)))
         b = other._data if isinstance(other, Tensor) else other
-        if np.asarray(a).dtype.kind == "f" or np.asarray(b).dtype.kind == "f":
+        if asarray(a).dtype.kind == "f" or asarray(b).dtype.kind == "f":
             raise TypeError(f"{name} is only supported for integer and boolean tensors")
-        return Tensor(np.asarray(np_fn(a, b)))
+        return Tensor(asarray(np_fn(a, b)))
     fn.__name__ = name
     return fn
 
@@ -72,12 +72,12 @@ logical_not = _logical(np.logical_not, "logical_not")
 
 def all_(x, dim=None, keepdim=False):
     """True where every element (along dim) is nonzero; not differentiable."""
-    return Tensor(np.asarray(np.all(x._data, axis=dim, keepdims=keepdim)))
+    return Tensor(asarray(np.all(x._data, axis=dim, keepdims=keepdim)))
 
 
 def any_(x, dim=None, keepdim=False):
     """True where some element (along dim) is nonzero; not differentiable."""
-    return Tensor(np.asarray(np.any(x._data, axis=dim, keepdims=keepdim)))
+    return Tensor(asarray(np.any(x._data, axis=dim, keepdims=keepdim)))
 
 
 def to(x, *args, **kwargs):
@@ -95,8 +95,10 @@ def to(x, *args, **kwargs):
             device = a
         elif a is not None:
             dtype = a
-    check_device(device)
+    dev = check_device(device) if device is not None else None
     out = shape.to_dtype(x, dtype) if dtype is not None else x
+    if dev is not None:
+        out = shape.to_device(out, dev)
     return shape.clone(out) if copy and out is x else out
 
 
@@ -201,8 +203,10 @@ def _conversions():
         return lambda x, memory_format=None: shape.to_dtype(x, d)
     return dict(float=conv(_dt.float32), double=conv(_dt.float64), half=conv(_dt.float16),
                 int=conv(_dt.int32), long=conv(_dt.int64), bool=conv(_dt.bool_),
-                cpu=lambda x: x, cuda=lambda x, device=None, non_blocking=False:
-                check_device(device or "cuda"), type_as=lambda x, o: shape.to_dtype(x, o.dtype))
+                cpu=lambda x, memory_format=None: shape.to_device(x, check_device("cpu")),
+                cuda=lambda x, device=None, non_blocking=False, memory_format=None:
+                shape.to_device(x, check_device("cuda" if device is None else device)),
+                type_as=lambda x, o: shape.to_device(shape.to_dtype(x, o.dtype), o.device))
 
 
 def _operators():

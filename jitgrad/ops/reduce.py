@@ -5,7 +5,7 @@ import collections
 import numpy as np
 
 from .. import dtypes as _dt
-from ..tensor import Tensor, wrap_dim
+from ..tensor import Tensor, wrap_dim, asarray, ascontiguous
 from . import formulas as E
 from .registry import FW, jvp, nb, record
 from .shape import (_shift, expand, flip, gather, reshape, scatter_add_zeros,  # noqa: F401
@@ -53,7 +53,7 @@ def sum(x, dim=None, keepdim=False, dtype=None):
     axes = _axes(dim, d.ndim)
     out_dt = _dt.to_dtype(dtype).np if dtype is not None else (
         np.dtype(np.int64) if d.dtype.kind in "biu" else d.dtype)
-    out = Tensor(np.asarray(d.sum(axis=axes, keepdims=keepdim, dtype=out_dt)))
+    out = Tensor(asarray(d.sum(axis=axes, keepdims=keepdim, dtype=out_dt)))
     if FW[0] is not None:
         jvp(out, (x,), lambda tx: sum(tx, _shift(axes, nb(tx, x)), keepdim))
     record("SumBackward0" if dim is None else "SumBackward1", (x,), (out,), _sum_backward,
@@ -79,7 +79,7 @@ def mean(x, dim=None, keepdim=False, dtype=None):
     _need_float(x, "mean")
     d = x._data
     axes = _axes(dim, d.ndim)
-    out = Tensor(np.asarray(d.mean(axis=axes, keepdims=keepdim)).astype(d.dtype, copy=False))
+    out = Tensor(asarray(d.mean(axis=axes, keepdims=keepdim)).astype(d.dtype, copy=False))
     if FW[0] is not None:
         jvp(out, (x,), lambda tx: mean(tx, _shift(axes, nb(tx, x)), keepdim))
     record("MeanBackward0" if dim is None else "MeanBackward1", (x,), (out,), _mean_backward,
@@ -102,11 +102,11 @@ def _prod_others(d, axes):
     shape = d.shape
     kept = [s for i, s in enumerate(shape) if i not in axes]
     moved = np.moveaxis(d, axes, range(-len(axes), 0)).reshape(kept + [-1])
-    ones = np.ones(moved.shape[:-1] + (1,), moved.dtype)
+    ones = np.ones(moved.shape[:-1] + (1,), moved.dtype, like=moved)
     left = np.concatenate([ones, np.cumprod(moved, -1)[..., :-1]], -1)
     right = np.concatenate([np.cumprod(moved[..., ::-1], -1)[..., :-1][..., ::-1], ones], -1)
     excl = (left * right).reshape(kept + [shape[a] for a in axes])
-    return Tensor(np.ascontiguousarray(np.moveaxis(excl, range(-len(axes), 0), axes)))
+    return Tensor(ascontiguous(np.moveaxis(excl, range(-len(axes), 0), axes)))
 
 
 def prod(x, dim=None, keepdim=False, dtype=None):
@@ -115,7 +115,7 @@ def prod(x, dim=None, keepdim=False, dtype=None):
     d = x._data
     axes = _axes(dim, d.ndim)
     out_dt = np.dtype(np.int64) if d.dtype.kind in "biu" else d.dtype
-    out = Tensor(np.asarray(d.prod(axis=axes, keepdims=keepdim, dtype=out_dt)))
+    out = Tensor(asarray(d.prod(axis=axes, keepdims=keepdim, dtype=out_dt)))
     if FW[0] is not None:
         jvp(out, (x,), lambda tx: sum(tx * _prod_others(x._data, axes), _shift(axes, nb(tx, x)),
                                      keepdim))
@@ -155,7 +155,7 @@ def _extreme(x, dim, keepdim, fn, name):
         raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0."
                            " Specify the reduction dim with the 'dim' argument.")
     r = fn(d, axis=axes, keepdims=keepdim)
-    out = Tensor(np.asarray(r))
+    out = Tensor(asarray(r))
     node = name.capitalize() + "Backward0"
     if FW[0] is not None:
         jvp(out, (x,), lambda tx: _amax_jvp(tx, x, out, axes, keepdim))
@@ -188,11 +188,11 @@ def _max_min(x, dim, keepdim, name, arg_fn, full_fn):
     ax = wrap_dim(dim, d.ndim)
     if d.ndim and d.shape[ax] == 0:
         raise IndexError(f"{name}(): Expected reduction dim {ax} to have non-zero size.")
-    idx = np.expand_dims(arg_fn(d, axis=ax) if d.ndim else np.array(0), ax) if d.ndim else np.array(0)
+    idx = np.expand_dims(arg_fn(d, axis=ax), ax) if d.ndim else np.zeros((), np.int64, like=d)
     vals = np.take_along_axis(d, idx, axis=ax) if d.ndim else d.copy()
     if not keepdim and d.ndim:
         vals, idx = vals.squeeze(ax), idx.squeeze(ax)
-    values, indices = Tensor(np.ascontiguousarray(vals)), Tensor(idx.astype(np.int64))
+    values, indices = Tensor(ascontiguous(vals)), Tensor(idx.astype(np.int64))
     if FW[0] is not None:
         jvp(values, (x,), lambda tx: _take(tx, ax, indices, keepdim, nb(tx, x)))
     record(name.capitalize() + "Backward0", (x,), (values,), _max_dim_backward, save=(indices,),
@@ -215,10 +215,10 @@ def min(x, dim=None, keepdim=False):
 def _arg_extreme(x, dim, keepdim, np_fn):
     d = x._data
     if dim is None:
-        r = np.asarray(np_fn(d), dtype=np.int64)
+        r = asarray(np_fn(d), dtype=np.int64)
         return Tensor(r.reshape((1,) * d.ndim) if keepdim else r)
     r = np_fn(d, axis=wrap_dim(dim, d.ndim), keepdims=keepdim)
-    return Tensor(np.asarray(r, dtype=np.int64))
+    return Tensor(asarray(r, dtype=np.int64))
 
 
 def argmax(x, dim=None, keepdim=False):
@@ -250,7 +250,7 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     corr = _correction(unbiased, correction)
     d = x._data
     axes = _axes(dim, d.ndim)
-    out = Tensor(np.asarray(d.var(axis=axes, ddof=corr, keepdims=keepdim)).astype(d.dtype, copy=False))
+    out = Tensor(asarray(d.var(axis=axes, ddof=corr, keepdims=keepdim)).astype(d.dtype, copy=False))
     if FW[0] is not None:
         jvp(out, (x,), lambda tx: sum((x - mean(x, axes, keepdim=True)) * tx,
                                      _shift(axes, nb(tx, x)), keepdim)
@@ -276,7 +276,7 @@ def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     corr = _correction(unbiased, correction)
     d = x._data
     axes = _axes(dim, d.ndim)
-    out = Tensor(np.asarray(d.std(axis=axes, ddof=corr, keepdims=keepdim)).astype(d.dtype, copy=False))
+    out = Tensor(asarray(d.std(axis=axes, ddof=corr, keepdims=keepdim)).astype(d.dtype, copy=False))
     if FW[0] is not None:
         jvp(out, (x,), lambda tx: sum((x - mean(x, axes, keepdim=True)) * tx,
                                      _shift(axes, nb(tx, x)), keepdim)
@@ -296,12 +296,12 @@ def logsumexp(x, dim, keepdim=False):
     _need_float(x, "logsumexp")
     d = x._data
     axes = _axes(dim, d.ndim)
-    m = d.max(axis=axes, keepdims=True) if d.size else np.zeros(_kept_shape(d.shape, axes), d.dtype)
+    m = d.max(axis=axes, keepdims=True) if d.size else np.zeros(_kept_shape(d.shape, axes), d.dtype, like=d)
     m = np.where(np.isfinite(m), m, 0)  # all -inf (or inf) rows: no shift
     r = np.log(np.exp(d - m).sum(axis=axes, keepdims=True)) + m
     if not keepdim:
         r = r.reshape([s for i, s in enumerate(d.shape) if i not in axes])
-    out = Tensor(np.asarray(r, dtype=d.dtype))
+    out = Tensor(asarray(r, dtype=d.dtype))
     if FW[0] is not None:
         jvp(out, (x,), lambda tx: sum(tx * E.exp(x - _unreduce(out, d.shape, axes, keepdim)),
                                          _shift(axes, nb(tx, x)), keepdim))
@@ -349,7 +349,7 @@ def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
         r = a.sum(axis=axes, keepdims=keepdim)
     else:
         r = (a ** p).sum(axis=axes, keepdims=keepdim) ** (1.0 / p)
-    out = Tensor(np.asarray(r, dtype=d.dtype))
+    out = Tensor(asarray(r, dtype=d.dtype))
     if FW[0] is not None:
         jvp(out, (x,), lambda tx: sum(tx * _norm_backward_core(x, out, d.shape, axes, keepdim, p),
                                          _shift(axes, nb(tx, x)), keepdim))

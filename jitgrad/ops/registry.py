@@ -18,7 +18,7 @@ from ..kernels import cpu as _cpu
 from ..kernels import fuse as _fuse
 from ..kernels import pool as _pool
 from ..kernels.expr import constant_value, is_constant, parse
-from ..tensor import Tensor
+from ..tensor import Tensor, asarray
 
 REGISTRY = {}  # name -> ElementwiseOp
 FUNCTIONS = {}  # name -> (function, samples): every other differentiable op
@@ -106,7 +106,7 @@ def _saved_attribute(node, name, names, saved):
 
 
 def meta(t):
-    return (t._data.shape, t._data.dtype) if isinstance(t, Tensor) and t._rg else None
+    return (t._data.shape, t._data.dtype, type(t._data)) if isinstance(t, Tensor) and t._rg else None
 
 
 def record(name, inputs, outputs, backward, save=(), names=(), attrs=None):
@@ -326,7 +326,7 @@ class ElementwiseNode(Node):
                     args.append(self._out.data(self))
                 r = quiet(fn, *args)
                 if type(r) is not np.ndarray:
-                    r = np.asarray(r)
+                    r = asarray(r)
             res.append(Tensor(r))
         return res
 
@@ -465,7 +465,7 @@ def call(op, *operands, out_arr=None):
     else:
         r = _ufunc_call(op, kdt, res_dt, arrays, operands, out_arr)
     if type(r) is not np.ndarray:
-        r = np.asarray(r)
+        r = asarray(r)
     if res_dt != kdt and not op.bool_out:
         r = r.astype(res_dt)
     out = Tensor(r)
@@ -508,7 +508,7 @@ def _elementwise_jvp(op, operands, arrays, out, kdt):
         else:
             tarrs = [t._data.astype(kdt, copy=False) for t in tangents if t is not None]
             r = quiet(op.jvp_kernel(kdt, mask), *arrays, out._data.astype(kdt, copy=False), *tarrs)
-            res = Tensor(np.asarray(r).astype(out._data.dtype, copy=False))
+            res = Tensor(asarray(r).astype(out._data.dtype, copy=False))
     finally:
         FW[0] = prev
     set_tangent(out, res)
@@ -573,7 +573,7 @@ def _record_unary(op, v, out, kdt):
     d = v._data
     name = op.node_names.get((True,), op.default_node) if op.node_names else op.default_node
     node = (_node_classes.get(name) or node_class(name, ElementwiseNode))(
-        (edge_of(v),), ((d.shape, d.dtype),))
+        (edge_of(v),), ((d.shape, d.dtype, type(d)),))
     node._op = op
     node._kdt = kdt
     node._mask = 1
@@ -603,7 +603,7 @@ def _record_elementwise(op, operands, out, kdt):
     for v in operands:
         if isinstance(v, Tensor):
             edges.append(edge_of(v))
-            metas.append((v._data.shape, v._data.dtype) if mask >> i & 1 else None)
+            metas.append((v._data.shape, v._data.dtype, type(v._data)) if mask >> i & 1 else None)
             saved.append(SavedTensor(v) if need_args[i] else None)
         else:
             edges.append((None, 0))

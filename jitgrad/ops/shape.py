@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import _state
 from .. import dtypes as _dt
-from ..tensor import Tensor, wrap_dim
+from ..tensor import Tensor, asarray, wrap_dim
 from .registry import FW, jvp, nb, record
 
 
@@ -38,7 +38,7 @@ def _or_zeros(tangent, like, lead=()):
     """A missing tangent of a multi-input op counts as zeros (with the batch dims
     `lead` of the other tangents)."""
     return tangent if tangent is not None else Tensor(np.zeros(lead + like._data.shape,
-                                                               like._data.dtype))
+                                                               like._data.dtype, like=like._data))
 
 
 # ---- batched tangents (vectorized forward mode) --------------------------------------------
@@ -345,6 +345,20 @@ def to_dtype(x, dtype):
     return out
 
 
+def to_device(x, dev):
+    """A copy of x on device `dev` (a checked jitgrad.device); x itself if it is there."""
+    if x.device == dev:
+        return x
+    from ..tensor import on_device
+    out = Tensor(on_device(x._data, dev))
+    src = x.device
+    if FW[0] is not None:
+        jvp(out, (x,), lambda tx: to_device(tx, dev))
+    if x._data.dtype.kind in "fc":
+        record("ToCopyBackward0", (x,), (out,), lambda node, g: (to_device(g, src),))
+    return out
+
+
 # ---- indexing -------------------------------------------------------------------------
 
 def _norm_key(key, ndim):
@@ -357,7 +371,7 @@ def _norm_key(key, ndim):
             k = k._data
         elif isinstance(k, list):
             k = np.asarray(k)
-        if isinstance(k, np.ndarray):
+        if isinstance(k, np.ndarray) or getattr(k, "on_device", False):
             if k.dtype == np.bool_:
                 out.extend(np.nonzero(k)) if k.ndim else out.append(k)
             elif k.dtype.kind in "iu":
@@ -388,7 +402,7 @@ def _scatter_backward(node, g):
 def index_put_zeros(g, shape, key):
     """zeros(shape) with `g` added at `key` (duplicates accumulate): the backward
     of indexing, itself differentiable (its backward is indexing)."""
-    arr = np.zeros(shape, g._data.dtype)
+    arr = np.zeros(shape, g._data.dtype, like=g._data)
     k, advanced = _norm_key(key, len(shape))
     if advanced:
         np.add.at(arr, k, g._data)
@@ -414,7 +428,7 @@ def getitem(x, key):
     except IndexError as e:
         raise _index_error(e) from None
     if advanced:
-        out = Tensor(np.array(arr))
+        out = Tensor(asarray(arr))
         name = "IndexBackward0"
     else:
         out = make_view(x, arr, getitem, (key,))
@@ -447,13 +461,13 @@ def select(x, dim, index):
 
 def _put_backward(node, g):
     key, v_shape = node._attrs
-    gx = g * Tensor(_zero_mask(g._data.shape, key))
+    gx = g * Tensor(_zero_mask(g._data.shape, key, g._data))
     gv = getitem(g, key)
     return (gx, sum_to_size(gv, v_shape) if v_shape is not None else None)
 
 
-def _zero_mask(shape, key):
-    m = np.ones(shape, np.bool_)
+def _zero_mask(shape, key, like):
+    m = np.ones(shape, np.bool_, like=like)
     m[_norm_key(key, len(shape))[0]] = False
     return m
 
@@ -550,7 +564,7 @@ def _split_backward(node, *grads):
         if g is None:
             shp = list(shape)
             shp[dim] = s
-            g = Tensor(np.zeros(shp, dtype))
+            g = Tensor(np.zeros(shp, dtype, like=_present(grads)))
         parts.append(g)
     return (cat(parts, dim),)
 
@@ -593,7 +607,14 @@ def chunk(x, chunks, dim=0):
 def _unbind_backward(node, *grads):
     dim, shape, dtype = node._attrs
     part_shape = shape[:dim] + shape[dim + 1:]
-    return (stack([g if g is not None else Tensor(np.zeros(part_shape, dtype)) for g in grads], dim),)
+    ref = _present(grads)
+    return (stack([g if g is not None else Tensor(np.zeros(part_shape, dtype, like=ref))
+                   for g in grads], dim),)
+
+
+def _present(grads):
+    """The array of a gradient that is there (missing ones become zeros like it)."""
+    return next(g._data for g in grads if g is not None)
 
 
 def unbind(x, dim=0):
@@ -651,11 +672,14 @@ def _scatter_add_backward(node, g):
 def scatter_add_zeros(src, dim, index, shape):
     """zeros(shape).scatter_add(dim, index, src): the backward of gather."""
     idx = index._data
-    arr = np.zeros(shape, src._data.dtype)
-    nd = len(shape)
-    grids = np.indices(idx.shape, sparse=True)
-    key = tuple(idx if i == dim else grids[i] for i in range(nd))
-    np.add.at(arr, key, src._data)
+    arr = np.zeros(shape, src._data.dtype, like=src._data)
+    if type(arr) is np.ndarray:
+        grids = np.indices(idx.shape, sparse=True)
+        key = tuple(idx if i == dim else grids[i] for i in range(len(shape)))
+        np.add.at(arr, key, src._data)
+    else:  # CUDA: one atomic scatter kernel
+        from .._cuda.array import scatter_add
+        scatter_add(arr, dim, idx, src._data)
     out = Tensor(arr)
     if FW[0] is not None:
         jvp(out, (src,), lambda ts: scatter_add_zeros(

@@ -46,10 +46,33 @@ def fma(typingctx, x, y, z):
 """
 
 
-def _source(args, loops, dtype, prelude=()):
+# On CUDA the same loop bodies run in a grid-stride loop; NVVM contracts x * y + z
+# into one fma instruction by default, as torch's CUDA kernels are compiled.
+_CUDA_HEADER = """import math
+
+import numba
+import numpy as np
+from numba import cuda
+
+
+@cuda.jit(device=True)
+def fma(x, y, z):
+    return x * y + z
+
+
+"""
+
+
+def _source(args, loops, dtype, prelude=(), cuda=False):
     """A module defining `kernel(*args)`; args: (name, kind) with kind "a" (1-D
     contiguous array of `dtype`), "s" (scalar of `dtype`) or "b" (bool). loops:
-    (condition or None, body lines) pairs; the loop runs over p's elements."""
+    (condition or None, body lines) pairs; the loop runs over p's elements
+    (with `cuda`, split over the GPU's threads)."""
+    if cuda:
+        src = _source(args, loops, dtype, prelude)
+        body = src[src.index("def kernel("):].replace(
+            "for i in range(n):", "for i in range(cuda.grid(1), n, cuda.gridsize(1)):")
+        return _CUDA_HEADER + "@cuda.jit(cache=True)\n" + body
     t = _NB[dtype]
     types = {"a": f"{t}[::1]", "s": t, "b": "boolean"}
     sig = f"void({', '.join(types[k] for _, k in args)})"
@@ -78,14 +101,33 @@ def _source(args, loops, dtype, prelude=()):
 
 def _load(key, name, source):
     fn = cache.load(name, source)
+    if key[-1] == "cuda":
+        fn = _cuda_launcher(fn, key[-2])
     _kernels[key] = fn
     return fn
+
+
+def _cuda_launcher(kernel, dtype):
+    """Call a CUDA optimizer kernel like the CPU one: device arrays in, Python
+    floats rounded to the parameter dtype (as the CPU signature does)."""
+    from .._cuda.kernels import launch, launch_1d
+    import numpy as np
+    scalar = np.dtype(dtype).type
+
+    def call(*args):
+        n = args[0].size
+        kargs = [a.flat_view() if hasattr(a, "flat_view") else
+                 (a if isinstance(a, (bool, np.bool_)) else scalar(a)) for a in args]
+        if n:
+            blocks, threads = launch_1d(n)
+            launch(kernel, blocks, threads, *kargs)
+    return call
 
 
 # ---- SGD ------------------------------------------------------------------------------------
 
 
-def sgd_source(dtype, momentum, nesterov, maximize, weight_decay):
+def sgd_source(dtype, momentum, nesterov, maximize, weight_decay, cuda=False):
     """kernel(p, g, [buf], neg_lr, [wd], [mom, damp1, first]).
 
     torch: grad = -g if maximize; grad += wd * p; buf = grad on the first step,
@@ -98,7 +140,7 @@ def sgd_source(dtype, momentum, nesterov, maximize, weight_decay):
         head.append("d = fma(p[i], wd, d)")
     update = ["p[i] = fma(d, neg_lr, p[i])"]
     if not momentum:
-        return _source(args, [(None, head + update)], dtype)
+        return _source(args, [(None, head + update)], dtype, cuda=cuda)
     args += [("mom", "s"), ("damp1", "s"), ("first", "b")]
 
     def with_buffer(new_buf):
@@ -106,23 +148,25 @@ def sgd_source(dtype, momentum, nesterov, maximize, weight_decay):
                        "d = fma(b, mom, d)" if nesterov else "d = b"] + update
 
     return _source(args, [("first", with_buffer("d")),
-                          (None, with_buffer("fma(d, damp1, buf[i] * mom)"))], dtype)
+                          (None, with_buffer("fma(d, damp1, buf[i] * mom)"))], dtype,
+                   cuda=cuda)
 
 
-def sgd_kernel(dtype, momentum, nesterov, maximize, weight_decay):
-    key = ("sgd", momentum, nesterov, maximize, weight_decay, dtype)
+def sgd_kernel(dtype, momentum, nesterov, maximize, weight_decay, cuda=False):
+    key = ("sgd", momentum, nesterov, maximize, weight_decay, dtype) + (("cuda",) if cuda else ())
     fn = _kernels.get(key)
     if fn is None:
         name = "sgd" + "_momentum" * momentum + "_nesterov" * nesterov + "_wd" * weight_decay \
             + "_max" * maximize + f"_{dtype}"
-        fn = _load(key, name, sgd_source(dtype, momentum, nesterov, maximize, weight_decay))
+        fn = _load(key, name + "_cuda" * cuda,
+                   sgd_source(dtype, momentum, nesterov, maximize, weight_decay, cuda))
     return fn
 
 
 # ---- Adam / AdamW ---------------------------------------------------------------------------
 
 
-def adam_source(dtype, amsgrad, maximize, weight_decay):
+def adam_source(dtype, amsgrad, maximize, weight_decay, cuda=False):
     """kernel(p, g, m, v, [vmax], w1, beta2, omb2, bc2_sqrt, eps, neg_step, [wd | decay]).
 
     weight_decay: None, "l2" (grad += wd * p, Adam) or "decoupled" (p *= 1 - lr * wd,
@@ -152,14 +196,15 @@ def adam_source(dtype, amsgrad, maximize, weight_decay):
     loops = [("small", head + ["mi = fma(w1, d - mi, mi)"] + tail),
              (None, head + ["mi = fma(w1m1, d - mi, d)"] + tail)]
     prelude = [f"w1m1 = w1 - np.{dtype}(1.0)", "small = abs(w1) < 0.5"]
-    return _source(args, loops, dtype, prelude)
+    return _source(args, loops, dtype, prelude, cuda)
 
 
-def adam_kernel(dtype, amsgrad, maximize, weight_decay):
-    key = ("adam", amsgrad, maximize, weight_decay, dtype)
+def adam_kernel(dtype, amsgrad, maximize, weight_decay, cuda=False):
+    key = ("adam", amsgrad, maximize, weight_decay, dtype) + (("cuda",) if cuda else ())
     fn = _kernels.get(key)
     if fn is None:
         name = ("adamw" if weight_decay == "decoupled" else "adam") + "_amsgrad" * amsgrad \
             + "_l2" * (weight_decay == "l2") + "_max" * maximize + f"_{dtype}"
-        fn = _load(key, name, adam_source(dtype, amsgrad, maximize, weight_decay))
+        fn = _load(key, name + "_cuda" * cuda,
+                   adam_source(dtype, amsgrad, maximize, weight_decay, cuda))
     return fn

@@ -77,7 +77,7 @@ class Adam(Optimizer):
         if wd != 0:
             decay = "decoupled" if group["decoupled_weight_decay"] else "l2"
             args.append(1 - lr * wd if decay == "decoupled" else wd)
-        kernel = _kernels.adam_kernel(dtype, amsgrad, bool(group["maximize"]), decay)
+        kernel = _kernels.adam_kernel(dtype, amsgrad, bool(group["maximize"]), decay, p.is_cuda)
         kernel(*args)
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..autograd.grad_mode import enable_grad
 from ..nn.modules import _typename, _zero_grad
-from ..tensor import Tensor
+from ..tensor import Tensor, on_device
 
 
 class _RequiredParameter:
@@ -125,12 +125,11 @@ class Optimizer:
                 f"{list(p.shape)}); the fused optimizer kernels support float32 and float64 "
                 "(and complex64/complex128). Convert the model first, e.g. model.float().")
         contiguous = arr.flags.c_contiguous and arr.flags.writeable
-        flat = arr.reshape(-1) if contiguous else np.ascontiguousarray(arr).reshape(-1)
+        flat = arr.reshape(-1) if contiguous else arr.copy().reshape(-1)
         g = p.grad._data
         if g.dtype != arr.dtype or not (g.flags.c_contiguous and g.flags.writeable):
-            g = np.ascontiguousarray(g, dtype=arr.dtype)
-            if not g.flags.writeable:  # numba's signature wants a writable array
-                g = g.copy()
+            # a C-ordered writable copy: numba's signature wants a writable array
+            g = g.astype(arr.dtype, order="C")
         g = g.reshape(-1)
         if arr.dtype.kind == "c":
             flat, g = flat.view(real), g.view(real)
@@ -146,8 +145,8 @@ class Optimizer:
         arr = p._data
         if t is None or t._data.dtype != arr.dtype or t._data.shape != arr.shape \
                 or not t._data.flags.c_contiguous or not t._data.flags.writeable:
-            t = Tensor(np.zeros(arr.shape, arr.dtype) if t is None
-                       else np.array(t._data, dtype=arr.dtype, order="C"))
+            t = Tensor(np.zeros(arr.shape, arr.dtype, like=arr) if t is None
+                       else on_device(t._data.astype(arr.dtype, order="C"), p.device))
             state[key] = t
         flat = t._data.reshape(-1)
         return flat.view(_REAL[arr.dtype]) if arr.dtype.kind == "c" else flat
@@ -195,7 +194,7 @@ class Optimizer:
                 arr = value._data
                 if key != "step" and param._data.dtype.kind in "fc":
                     arr = arr.astype(param._data.dtype)
-                return Tensor(np.array(arr, order="C"))
+                return Tensor(on_device(arr.astype(arr.dtype, order="C"), param.device))
             if isinstance(value, dict):
                 return {k: cast(param, v, k) for k, v in value.items()}
             if isinstance(value, (list, tuple)):

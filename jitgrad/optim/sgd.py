@@ -45,7 +45,7 @@ class SGD(Optimizer):
         wd = float(group["weight_decay"])
         nesterov = bool(group["nesterov"]) and momentum != 0
         kernel = _kernels.sgd_kernel(dtype, momentum != 0, nesterov, bool(group["maximize"]),
-                                     wd != 0)
+                                     wd != 0, p.is_cuda)
         args = [flat, grad]
         if momentum:  # without momentum SGD keeps no state, as torch's
             state = self.state[p]

@@ -447,7 +447,7 @@ def test_one_kernel_call_per_parameter_and_step(monkeypatch):
         for p in ps:
             p.grad = jitgrad.ones(p.shape)
         opt.step()
-    assert calls == [("float32", True, False, "decoupled")] * 6
+    assert calls == [("float32", True, False, "decoupled", False)] * 6
 
 
 def test_kernel_sources_depend_on_flags_not_hyperparameters():

@@ -1,0 +1,349 @@
+"""One test body per device (the `device` fixture of tests/conftest.py): the CPU,
+and CUDA on a GPU or under Numba's CUDA simulator. Values are compared with
+torch on the CPU; sizes stay small because simulated kernels run in Python."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import jitgrad
+from jitgrad import nn
+from jitgrad.ops.registry import FUNCTIONS, REGISTRY
+
+import helpers
+from registry_cases import PUBLIC, function_samples, jg_op, op_cases, op_sample, torch_function
+
+needs_cuda = pytest.mark.skipif("not jitgrad.cuda.is_available()",
+                                reason="no usable CUDA here; the simulator run covers this test")
+
+
+def _pair(arr, device, requires_grad=True):
+    """The same values as a jitgrad tensor on `device` and a torch CPU tensor."""
+    th = helpers.require_torch()
+    return (jitgrad.tensor(arr, device=device, requires_grad=requires_grad),
+            th.tensor(arr, requires_grad=requires_grad))
+
+
+def _close(jg, th, rtol=1e-5, atol=1e-6):
+    np.testing.assert_allclose(helpers.to_numpy(jg), th.detach().numpy(), rtol=rtol, atol=atol)
+
+
+# ---- every registered op ------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, case, grid", op_cases(PUBLIC))
+def test_elementwise_op_matches_torch(device, name, case, grid):
+    op = REGISTRY[name]
+    helpers.check_torch(jg_op(op), helpers.torch_elementwise(name), op_sample(op, case),
+                        dtype="float32", seed=(name, case, grid), grid=grid,
+                        grad=op.differentiable, device=device)
+
+
+@pytest.mark.parametrize("name", ["mul", "div", "exp", "tanh", "pow", "where"])
+def test_elementwise_float64_matches_torch(device, name):
+    op = REGISTRY[name]
+    helpers.check_torch(jg_op(op), helpers.torch_elementwise(name), op_sample(op, "row"),
+                        dtype="float64", seed=(name, "f64"), grad=op.differentiable,
+                        device=device)
+
+
+@pytest.mark.parametrize("name, i", function_samples())
+def test_function_matches_torch(device, name, i):
+    fn, samples = FUNCTIONS[name]
+    helpers.check_torch(fn, torch_function(name), samples[i], dtype="float32", seed=(name, i),
+                        device=device)
+
+
+# ---- kernels that are not elementwise -----------------------------------------------------
+
+@pytest.mark.parametrize("axes", [None, 0, 1, (0, 2), -1])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_sum_mean_amax_over_axes(device, axes, keepdim):
+    th = helpers.require_torch()
+    arr = helpers.rng_for("red", axes, keepdim).standard_normal((3, 4, 5)).astype(np.float32)
+    arr[1, 2, 3] = np.nan if axes == -1 else arr[1, 2, 3]
+    x, tx = _pair(arr, device)
+    dims = () if axes is None else axes
+    for jg, ref in ((x.sum(dims, keepdim=keepdim) if axes is not None else x.sum(),
+                     tx.sum(dims, keepdim=keepdim) if axes is not None else tx.sum()),
+                    (x.mean(dims, keepdim) if axes is not None else x.mean(),
+                     tx.mean(dims, keepdim) if axes is not None else tx.mean()),
+                    (x.amax(dims, keepdim) if axes is not None else x.amax(),
+                     tx.amax(dims, keepdim) if axes is not None else tx.amax())):
+        assert jg.device.type == device
+        np.testing.assert_allclose(helpers.to_numpy(jg), ref.detach().numpy(), rtol=1e-5,
+                                   atol=1e-6, equal_nan=True)
+
+
+def test_float32_sum_accumulates_in_double(device):
+    # 20000 * 0.1 in float32 steps drifts by ~1e-3 relative; a float64 accumulator does not
+    x = jitgrad.full((20000,), 0.1, device=device)
+    assert abs(x.sum().item() - 2000.0) < 2000.0 * 1e-6
+
+
+@pytest.mark.parametrize("a_shape, b_shape", [((5, 7), (7, 3)), ((2, 5, 7), (7, 3)),
+                                              ((2, 1, 5, 7), (3, 7, 4)), ((7,), (7, 3)),
+                                              ((5, 7), (7,)), ((7,), (7,)), ((9, 17), (17, 6))])
+def test_matmul_broadcast_batches_and_vectors(device, a_shape, b_shape):
+    helpers.check_torch(lambda a, b: a @ b, lambda a, b: a @ b, [a_shape, b_shape],
+                        dtype="float32", seed=(a_shape, b_shape), device=device)
+
+
+def test_bmm_and_linear(device):
+    th = helpers.require_torch()
+    helpers.check_torch(jitgrad.bmm, th.bmm, [(3, 4, 5), (3, 5, 2)], device=device)
+    helpers.check_torch(jitgrad.nn.functional.linear, th.nn.functional.linear,
+                        [(6, 5), (3, 5), (3,)], device=device)
+
+
+def test_gather_and_scatter_add_backward(device):
+    th = helpers.require_torch()
+    arr = helpers.rng_for("gather").standard_normal((4, 6)).astype(np.float32)
+    idx = np.array([[0, 0, 5], [1, 1, 1], [2, 3, 4], [5, 5, 0]])  # repeats: atomics add up
+    x, tx = _pair(arr, device)
+    y = jitgrad.gather(x, 1, jitgrad.tensor(idx, device=device))
+    ty = th.gather(tx, 1, th.tensor(idx))
+    _close(y, ty)
+    w = helpers.rng_for("w").standard_normal(idx.shape).astype(np.float32)
+    (y * jitgrad.tensor(w, device=device)).sum().backward()
+    (ty * th.tensor(w)).sum().backward()
+    assert x.grad.device.type == device
+    _close(x.grad, tx.grad)
+    rows = np.array([3, 0, 3, 1])  # indexing with repeated rows: scatter-add backward
+    z = x[jitgrad.tensor(rows, device=device)]
+    tz = tx[th.tensor(rows)]
+    _close(z, tz)
+
+
+def test_softmax_cross_entropy_layer_norm(device):
+    th = helpers.require_torch()
+    F, tF = jitgrad.nn.functional, th.nn.functional
+    helpers.check_torch(lambda x: F.softmax(x, -1), lambda x: tF.softmax(x, -1), [(4, 6)],
+                        device=device)
+    helpers.check_torch(lambda x: F.log_softmax(x, 1), lambda x: tF.log_softmax(x, 1), [(4, 6)],
+                        device=device)
+    helpers.check_torch(lambda x, w, b: F.layer_norm(x, (6,), w, b),
+                        lambda x, w, b: tF.layer_norm(x, (6,), w, b), [(4, 6), (6,), (6,)],
+                        device=device)
+    target = np.array([1, 0, 5, 2])
+    x, tx = _pair(helpers.rng_for("ce").standard_normal((4, 6)).astype(np.float32), device)
+    loss = F.cross_entropy(x, jitgrad.tensor(target, device=device))
+    tloss = tF.cross_entropy(tx, th.tensor(target))
+    _close(loss, tloss)
+    loss.backward()
+    tloss.backward()
+    _close(x.grad, tx.grad)
+
+
+# ---- the fused backward -------------------------------------------------------------------
+
+def test_fused_backward_runs_on_the_device(device):
+    th = helpers.require_torch()
+    n = 8192  # the smallest size that fuses (kernels/fuse.py FUSE_MIN_ELEMENTS)
+    arr = helpers.rng_for("fused").uniform(-1, 1, n).astype(np.float32)
+    x, tx = _pair(arr, device)
+    b = jitgrad.tensor(np.float32(0.5), device=device)
+
+    def chain(lib, x, b):
+        return ((x * 1.5 + b).tanh() * x.sigmoid()).exp().sum()
+
+    out = chain(jitgrad, x, b)
+    groups = jitgrad.autograd.fusion.explain(out)
+    assert groups and len(groups[0]) >= 4, groups
+    out.backward()
+    tout = chain(th, tx, th.tensor(0.5))
+    tout.backward()
+    assert x.grad.device.type == device
+    _close(out, tout, rtol=1e-5)
+    _close(x.grad, tx.grad, rtol=1e-5)
+
+
+# ---- training ----------------------------------------------------------------------------
+
+def _copy_params(model, tmodel):
+    th = helpers.require_torch()
+    with th.no_grad():
+        for p, tp in zip(model.parameters(), tmodel.parameters()):
+            tp.copy_(th.tensor(p.detach().cpu().numpy()))
+
+
+@pytest.mark.parametrize("opt", ["SGD", "Adam"])
+def test_mlp_training_steps_match_torch(device, opt):
+    th = helpers.require_torch()
+    jitgrad.manual_seed(0)
+    model = nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 4))
+    tmodel = th.nn.Sequential(th.nn.Linear(12, 16), th.nn.ReLU(), th.nn.Linear(16, 4))
+    _copy_params(model, tmodel)
+    model.to(device)
+    assert all(p.device.type == device for p in model.parameters())
+    kw = dict(lr=0.1, momentum=0.9) if opt == "SGD" else dict(lr=0.01)
+    optimizer = getattr(jitgrad.optim, opt)(model.parameters(), **kw)
+    toptimizer = getattr(th.optim, opt)(tmodel.parameters(), **kw)
+    rng = helpers.rng_for("mlp", opt)
+    before = jitgrad.cuda.host_fallbacks() if device == "cuda" else None
+    for _ in range(3):
+        xb = rng.standard_normal((8, 12)).astype(np.float32)
+        yb = rng.integers(0, 4, 8)
+        loss = nn.functional.cross_entropy(model(jitgrad.tensor(xb, device=device)),
+                                           jitgrad.tensor(yb, device=device))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        tloss = th.nn.functional.cross_entropy(tmodel(th.tensor(xb)), th.tensor(yb))
+        toptimizer.zero_grad()
+        tloss.backward()
+        toptimizer.step()
+        _close(loss, tloss, rtol=1e-5)
+    for p, tp in zip(model.parameters(), tmodel.parameters()):
+        assert p.device.type == device
+        _close(p, tp, rtol=1e-4, atol=1e-6)
+    if before is not None:  # the whole step ran as CUDA kernels: no host round trips
+        assert jitgrad.cuda.host_fallbacks() == before
+
+
+# ---- the autograd layer on device tensors ---------------------------------------------------
+
+def test_hooks_retain_grad_and_double_backward(device):
+    x = jitgrad.tensor([0.5, -1.0, 2.0], device=device, requires_grad=True)
+    seen = []
+    y = x.sin() * x
+    y.retain_grad()
+    y.register_hook(lambda g: seen.append(g.device) or g * 2)
+    (gx,) = jitgrad.autograd.grad(y.sum(), x, create_graph=True)
+    assert [d.type for d in seen] == [device] and gx.device.type == device
+    (ggx,) = jitgrad.autograd.grad(gx.sum(), x)
+    xs = x.detach().cpu().numpy()
+    # d/dx of 2 * (cos x * x + sin x) = 2 * (2 cos x - x sin x)
+    np.testing.assert_allclose(ggx.cpu().numpy(), 2 * (2 * np.cos(xs) - xs * np.sin(xs)),
+                               rtol=1e-5)
+
+
+def test_saved_tensor_hooks_and_save_on_cpu(device):
+    x = jitgrad.tensor([0.5, 1.0, 2.0], device=device, requires_grad=True)
+    packed = []
+
+    def pack(t):
+        packed.append(t.device)
+        return t
+
+    with jitgrad.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        y = x.exp()
+    assert [d.type for d in packed] == [device]
+    hooks = jitgrad.autograd.graph.save_on_cpu(pin_memory=True)
+    dev, stored = hooks.pack_hook(x.detach())
+    assert stored.device.type == "cpu"
+    assert hooks.unpack_hook((dev, stored)).device.type == device
+    with hooks:
+        z = (x * x).exp()
+    z.sum().backward()
+    xs = np.array([0.5, 1.0, 2.0], np.float32)
+    np.testing.assert_allclose(x.grad.cpu().numpy(), 2 * xs * np.exp(xs * xs), rtol=1e-5)
+    assert x.grad.device.type == device
+    y.sum().backward()
+
+
+def test_anomaly_mode_names_the_forward_op(device):
+    x = jitgrad.tensor([-1.0, 1.0], device=device, requires_grad=True)
+    with jitgrad.autograd.detect_anomaly():
+        y = x.sqrt()  # nan at -1, and so its gradient
+        with pytest.raises(RuntimeError, match="Function 'SqrtBackward0' returned nan values"):
+            y.sum().backward()
+
+
+def test_forward_ad_and_functional(device):
+    import jitgrad.autograd.forward_ad as fwAD
+    x = jitgrad.tensor([0.3, -0.7, 1.1], device=device)
+    t = jitgrad.ones(3, device=device)
+    with fwAD.dual_level():
+        out = fwAD.unpack_dual((fwAD.make_dual(x, t) * 2).sin())
+    assert out.tangent.device.type == device
+    xs = x.cpu().numpy()
+    np.testing.assert_allclose(out.tangent.cpu().numpy(), 2 * np.cos(2 * xs), rtol=1e-5)
+    jac = jitgrad.autograd.functional.jacobian(lambda v: v.sin() * v, x)
+    assert jac.device.type == device
+    np.testing.assert_allclose(jac.cpu().numpy(), np.diag(np.cos(xs) * xs + np.sin(xs)),
+                               rtol=1e-5, atol=1e-7)
+    hess = jitgrad.autograd.functional.hessian(lambda v: (v * v * v).sum(), x)
+    np.testing.assert_allclose(hess.cpu().numpy(), np.diag(6 * xs), rtol=1e-5, atol=1e-6)
+
+
+# ---- devices: moving, mixing, errors --------------------------------------------------------
+
+def test_gradients_flow_across_devices(device):
+    x = jitgrad.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = x.to(device) * 3
+    assert y.device.type == device and y.grad_fn.name() == "MulBackward0"
+    (y.sum() + x.sum()).backward()
+    assert x.grad.device.type == "cpu"
+    np.testing.assert_array_equal(x.grad.numpy(), [4.0, 4.0, 4.0])
+
+
+def test_factories_and_likes_take_device(device):
+    for t in (jitgrad.zeros(2, 3, device=device), jitgrad.ones(2, device=device),
+              jitgrad.randn(2, device=device), jitgrad.arange(4, device=device),
+              jitgrad.full((2,), 7.0, device=device), jitgrad.eye(3, device=device),
+              jitgrad.empty(2, device=device)):
+        assert t.device.type == device and t.is_cuda == (device == "cuda")
+    x = jitgrad.ones(2, device=device)
+    assert jitgrad.zeros_like(x).device.type == device and jitgrad.rand_like(x).device.type == device
+    assert "cuda" not in repr(jitgrad.ones(1)) and (device == "cpu") != ("cuda:0" in repr(x))
+
+
+@needs_cuda
+def test_numpy_of_a_cuda_tensor_raises_torchs_error():
+    x = jitgrad.ones(2, device="cuda")
+    with pytest.raises(TypeError, match=r"can't convert cuda:0 device type tensor to numpy. "
+                                        r"Use Tensor.cpu\(\)"):
+        x.numpy()
+    with pytest.raises(TypeError, match="Tensor.cpu"):
+        np.asarray(x)
+    np.testing.assert_array_equal(x.cpu().numpy(), [1.0, 1.0])
+
+
+@needs_cuda
+def test_mixing_devices_raises_before_changing_anything():
+    a = jitgrad.ones(3, device="cuda", requires_grad=True)
+    b = jitgrad.ones(3)
+    for fn in (lambda: a + b, lambda: b * a, lambda: a @ jitgrad.ones(3, 2),
+               lambda: jitgrad.cat([a, b])):
+        with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device, "
+                                               "but found at least two devices, cuda:0 and cpu"):
+            fn()
+    buf = jitgrad.zeros(3, device="cuda")
+    with pytest.raises(RuntimeError, match="same device"):
+        buf.add_(b)
+    assert buf._version == 0 and buf.cpu().tolist() == [0.0, 0.0, 0.0]
+    # a 0-d CPU tensor acts as a scalar, as in torch
+    assert (a + jitgrad.tensor(2.0)).device.type == "cuda"
+
+
+@needs_cuda
+def test_out_of_memory_names_the_size_and_keeps_state():
+    x = jitgrad.ones(4, device="cuda")
+    with pytest.raises(jitgrad.cuda.OutOfMemoryError, match=r"CUDA out of memory. Tried to "
+                                                            r"allocate 4096.00 GiB"):
+        jitgrad.empty(1 << 40, device="cuda")
+    assert x.sum().item() == 4.0
+
+
+@needs_cuda
+def test_bad_device_index_is_refused():
+    with pytest.raises(RuntimeError, match="invalid device ordinal"):
+        jitgrad.zeros(1, device="cuda:1")
+
+
+@needs_cuda
+def test_modules_move_and_state_dict_comes_back_to_the_host(tmp_path):
+    lin = nn.Linear(3, 2).cuda()
+    assert lin.weight.is_cuda and lin.bias.is_cuda
+    lin.cpu()
+    assert not lin.weight.is_cuda
+
+
+def test_import_does_not_load_the_cuda_stack():
+    code = ("import sys, jitgrad; print(any(m == 'numba_cuda' or m.startswith('numba.cuda') "
+            "or m.startswith('numba_cuda.') for m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ}, check=True).stdout
+    assert out.strip() == "False"
