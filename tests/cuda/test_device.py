@@ -347,3 +347,75 @@ def test_import_does_not_load_the_cuda_stack():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ}, check=True).stdout
     assert out.strip() == "False"
+
+
+# ---- profiling ----------------------------------------------------------------------------
+
+def test_profile_use_cuda_times_kernels_per_event(device):
+    from jitgrad.autograd.profiler import profile
+    x = jitgrad.ones(64, device=device, requires_grad=True)
+    (x * 2).sum().backward()  # compile first
+    if device == "cpu":
+        with pytest.warns(UserWarning, match="CUDA is not available"):
+            profile(use_cuda=True)
+        return
+    with profile(use_cuda=True) as prof:
+        (x * 2).sum().backward()
+    assert prof.use_cuda
+    events = {e.key: e for e in prof.key_averages()}
+    mul = events["aten::mul"]
+    assert mul.device_time_total >= 0.0 and mul.self_device_time_total >= 0.0
+    if not jitgrad.cuda.is_simulator():  # the simulator has no kernel timing
+        assert mul.self_device_time_total > 0.0
+
+
+def test_emit_nvtx_ranges_are_balanced_and_named(device, monkeypatch):
+    import types
+    from jitgrad.autograd.profiler import emit_nvtx
+    calls = []
+    fake = types.SimpleNamespace(push_range=lambda name: calls.append(("push", name)),
+                                 pop_range=lambda: calls.append(("pop",)))
+    monkeypatch.setitem(sys.modules, "nvtx", fake)
+    x = jitgrad.ones(8, device=device, requires_grad=True)
+    with emit_nvtx():
+        (x * 2).sum().backward()
+    names = [c[1] for c in calls if c[0] == "push"]
+    assert "aten::mul" in names and "MulBackward0" in names
+    depth = 0
+    for c in calls:
+        depth += 1 if c[0] == "push" else -1
+        assert depth >= 0
+    assert depth == 0
+
+
+def test_emit_nvtx_without_the_package_says_how_to_get_it(monkeypatch):
+    from jitgrad.autograd.profiler import emit_nvtx
+    monkeypatch.setitem(sys.modules, "nvtx", None)
+    with pytest.raises(RuntimeError, match="pip install nvtx"):
+        with emit_nvtx():
+            pass
+
+
+@pytest.mark.parametrize("name", ["mul", "exp", "tanh"])
+def test_float16_ops_match_torch(device, name):
+    op = REGISTRY[name]
+    helpers.check_torch(jg_op(op), helpers.torch_elementwise(name), op_sample(op, "same"),
+                        dtype="float16", seed=(name, "f16"), rtol=2e-3, atol=1e-3,
+                        device=device)
+
+
+@needs_cuda
+def test_cuda_benchmark_script_runs(capsys, monkeypatch):
+    """asv_bench/cuda_compare.py --smoke: the GPU benchmark's code paths (fused W1
+    against the hand kernel, the MLP step, matmul) on tiny sizes."""
+    import runpy
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    monkeypatch.setattr(sys, "argv", ["cuda_compare.py", "--smoke"])
+    monkeypatch.syspath_prepend(os.path.join(root, "asv_bench"))
+    with pytest.raises(SystemExit) as done:
+        runpy.run_path(os.path.join(root, "asv_bench", "cuda_compare.py"), run_name="__main__")
+    out = capsys.readouterr().out
+    assert done.value.code == 0, out
+    assert "fused groups: [10]" in out, out
+    err = float(out.split("max |grad - hand| = ")[1].split()[0])
+    assert err < 1e-5, out
