@@ -554,8 +554,9 @@ def _reduce(op, x, axis, keepdims, dtype=None):
     if x.dtype.kind == "b":
         src = x.astype(np.int8)
     chunks = 1
-    if not K.simulator() and n_out < 512 and R > 1 << 14:
-        chunks = min(1024, -(-R // (1 << 13)))
+    chunk = K.reduce_chunk()
+    if n_out < 512 and R > 2 * chunk:  # few long rows: split them over more blocks
+        chunks = min(1024, -(-R // chunk))
     per_chunk = -(-R // chunks) if R else 0
     res = empty((n_out * chunks,), np.dtype(acc) if chunks > 1 else out_dt)
     kern = K.reduce(op, len(keep), len(axes) or 1, acc, res.dtype.name, init)

@@ -163,6 +163,12 @@ def scan(op, ndim, dtype):
     return _load(f"scan_{op}", src)
 
 
+def reduce_chunk():
+    """Elements per block when a reduction splits long rows (two passes). Small
+    under the simulator, so that its tests take the two-pass path too."""
+    return 256 if simulator() else 8192
+
+
 def _literal(v):
     return {float("inf"): "np.inf", float("-inf"): "-np.inf"}.get(v, repr(v))
 

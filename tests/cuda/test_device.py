@@ -76,6 +76,17 @@ def test_sum_mean_amax_over_axes(device, axes, keepdim):
                                    atol=1e-6, equal_nan=True)
 
 
+@pytest.mark.parametrize("op", ["sum", "amax", "amin", "prod", "mean"])
+def test_long_rows_reduce_in_two_passes(device, op):
+    # few outputs over long, strided rows: the kernel splits rows into chunks
+    th = helpers.require_torch()
+    arr = helpers.rng_for("long", op).uniform(0.999, 1.001, (1500, 3)).astype(np.float32)
+    arr[700, 1] = np.nan if op in ("amax", "amin") else arr[700, 1]
+    x, tx = _pair(arr, device, requires_grad=False)
+    got, want = getattr(x, op)(0), getattr(tx, op)(0)
+    np.testing.assert_allclose(helpers.to_numpy(got), want.numpy(), rtol=2e-5, equal_nan=True)
+
+
 def test_float32_sum_accumulates_in_double(device):
     # 20000 * 0.1 in float32 steps drifts by ~1e-3 relative; a float64 accumulator does not
     x = jitgrad.full((20000,), 0.1, device=device)
