@@ -164,6 +164,9 @@ class DeviceArray(NDArrayOperatorsMixin):
     def __array__(self, dtype=None, copy=None):
         raise TypeError(NUMPY_ERROR)
 
+    def __reduce__(self):  # pickles as its values; unpickles onto the GPU
+        return to_device, (self.get(),)
+
     # ---- host transfers --------------------------------------------------------
     def flat_view(self):
         """The numba device array of this (contiguous) array's elements."""
@@ -441,9 +444,12 @@ def _scalarize(v):
 
 
 def copyto(dst, src, casting="unsafe", where=True):
+    """dst[...] = src (broadcast, cast). A host array src is uploaded: copying
+    between devices is what copy_ and assignment do, as in torch."""
     if where is not True:
         return _host_call("copyto", np.copyto, (dst, src), {"casting": casting, "where": where})
-    _check_devices([src])
+    if isinstance(src, np.ndarray) and src.ndim:
+        src = to_device(src)
     src = _scalarize(src)
     if not isinstance(src, DeviceArray):
         src = dst.dtype.type(src)

@@ -587,10 +587,29 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
         return False
 
 
+def _through_device(func, inputs):
+    """gradcheck perturbs its inputs on the host. For CUDA inputs: host leaves,
+    and `func` called on differentiable device copies of them (so backward and
+    forward AD run through the device ops), its outputs copied back."""
+    devices = [t.device if isinstance(t, Tensor) else None for t in inputs]
+    host = tuple(t.detach().cpu().requires_grad_(t._rg) if isinstance(t, Tensor) and t.is_cuda
+                 else t for t in inputs)
+
+    def on_device(*args):
+        out = func(*[a.to(d) if d is not None and a.device != d else a
+                     for a, d in zip(args, devices)])
+        if isinstance(out, Tensor):
+            return out.cpu()
+        return tuple(o.cpu() if isinstance(o, Tensor) else o for o in out)
+    return on_device, host
+
+
 def _gradcheck_helper(func, inputs, eps, atol, rtol, nondet_tol, check_undefined_grad,
                       check_grad_dtypes, check_forward_ad, check_backward_ad, fast_mode, masked):
     inputs = _as_tuple(inputs)
     _check_inputs(inputs)
+    if any(isinstance(t, Tensor) and t.is_cuda for t in inputs):
+        func, inputs = _through_device(func, inputs)
     if not _state.local.grad_enabled:
         raise RuntimeError("gradcheck needs grad mode to build the graph it differentiates, but "
                            "it was called under no_grad(); call it outside no_grad() or inside "
@@ -684,10 +703,10 @@ def _random_grad_output(o, noncontiguous):
     dt = o._data.dtype if o._data.dtype.kind in "fc" else np.dtype(np.float64)
     shape = o._data.shape
     if noncontiguous and len(shape) > 0:
-        big = rand(*shape[:-1], shape[-1] * 2, dtype=_jg_dtype(dt))._data
+        big = rand(*shape[:-1], shape[-1] * 2, dtype=_jg_dtype(dt), device=o.device)._data
         arr = (big * 2 - 1)[..., ::2]
     else:
-        arr = rand(*shape, dtype=_jg_dtype(dt))._data * 2 - 1
+        arr = rand(*shape, dtype=_jg_dtype(dt), device=o.device)._data * 2 - 1
     return Tensor(arr.astype(dt, copy=False), requires_grad=True)
 
 

@@ -6,7 +6,7 @@ from ..ops import formulas as E
 from ..ops import linalg, reduce, shape
 from ..ops.creation import _gen
 from ..ops.nn import log_softmax, softmax
-from ..tensor import Tensor
+from ..tensor import Tensor, on_device
 
 relu = E.relu
 sigmoid = E.sigmoid
@@ -112,7 +112,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
     if p == 1.0:
         return input * 0.0
     keep = (_gen.rng.random(input.shape) >= p).astype(input._data.dtype) / (1.0 - p)
-    out = input * Tensor(keep.astype(input._data.dtype))
+    out = input * Tensor(on_device(keep.astype(input._data.dtype), input.device))
     if inplace:
         return input.copy_(out)
     return out

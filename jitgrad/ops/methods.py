@@ -133,6 +133,8 @@ def zero_(x):
 def copy_(x, src, non_blocking=False):
     if not isinstance(src, Tensor):
         raise TypeError(f"copy_(): argument 'src' must be Tensor, not {type(src).__name__}")
+    if src.device != x.device and src._data.ndim:  # across devices: a differentiable transfer
+        src = shape.to_device(src, x.device)
     return I.inplace_elementwise(E.copy_op.op, x, src)
 
 

@@ -430,3 +430,53 @@ def test_cuda_benchmark_script_runs(capsys, monkeypatch):
     assert "fused groups: [10]" in out, out
     err = float(out.split("max |grad - hand| = ")[1].split()[0])
     assert err < 1e-5, out
+
+
+# ---- the rest of the library on device tensors ----------------------------------------------
+
+def test_gradcheck_and_gradgradcheck(device):
+    from jitgrad.autograd.gradcheck import gradcheck, gradgradcheck
+    x = jitgrad.tensor([0.5, -1.0, 2.0], dtype=jitgrad.float64, device=device,
+                       requires_grad=True)
+    w = jitgrad.tensor([[1.0, 2.0], [0.5, -1.0], [3.0, 0.0]], dtype=jitgrad.float64,
+                       device=device, requires_grad=True)
+    assert gradcheck(lambda a, b: (a.sin() @ b).tanh(), (x, w), check_forward_ad=True)
+    assert gradgradcheck(lambda a: (a * a.exp()).sum(), (x,))
+    bad = jitgrad.autograd.Function  # a wrong backward must still be caught through the device
+
+    class Wrong(bad):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 3
+
+    assert not gradcheck(Wrong.apply, (x,), raise_exception=False)
+
+
+def test_nn_init_dropout_and_modules_made_on_device(device):
+    jitgrad.manual_seed(0)
+    lin = nn.Linear(4, 3, device=device)
+    assert lin.weight.device.type == device and lin.bias.device.type == device
+    w = nn.init.normal_(jitgrad.empty(3, 4, device=device))
+    nn.init.kaiming_uniform_(w)
+    assert w.device.type == device and float(w.abs().sum()) > 0
+    x = jitgrad.ones(1000, device=device, requires_grad=True)
+    y = nn.functional.dropout(x, 0.5)
+    kept = (y.detach().cpu().numpy() != 0).mean()
+    assert y.device.type == device and 0.4 < kept < 0.6
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.cpu().numpy() != 0, y.detach().cpu().numpy() != 0)
+
+
+def test_copy_between_devices_and_pickle(device):
+    import pickle
+    x = jitgrad.zeros(3, device=device)
+    x.copy_(jitgrad.tensor([1.0, 2.0, 3.0]))  # from the CPU, as torch allows
+    y = pickle.loads(pickle.dumps(x))
+    assert y.device.type == device and y.cpu().tolist() == [1.0, 2.0, 3.0]
+    z = jitgrad.zeros(3)
+    z.copy_(x)
+    assert z.tolist() == [1.0, 2.0, 3.0]
