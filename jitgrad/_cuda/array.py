@@ -317,6 +317,23 @@ class DeviceArray(NDArrayOperatorsMixin):
     def cumprod(self, axis=None, dtype=None, out=None):
         return _cumulative("prod")(self, axis, dtype, out)
 
+    def softmax(self, axis, log=False):
+        """softmax (or log_softmax) along `axis`: one kernel, one block per row."""
+        out = empty(self.shape, self.dtype)
+        if not self.size:
+            return out
+        src = self._view(np.moveaxis(self._shadow(), axis, -1))
+        dst = out._view(np.moveaxis(out._shadow(), axis, -1))
+        lines = src.shape[:-1]
+        acc = "float32" if self.dtype == np.float16 else self.dtype.name
+        kern = K.softmax(len(lines), acc, self.dtype.name, log)
+        largs = (lines, src.strides_[:-1], dst.strides_[:-1]) if lines else ()
+        n_lines = _numel(lines)
+        blocks = 1 if K.simulator() else min(n_lines, 65535)
+        K.launch(kern, blocks, K.threads(), n_lines, *largs, src.buf, src.offset,
+                 src.strides_[-1], src.shape[-1], dst.buf, dst.offset, dst.strides_[-1])
+        return out
+
     def any(self, axis=None, keepdims=False):
         return _reduce("max", self.astype(np.bool_), axis, keepdims)
 

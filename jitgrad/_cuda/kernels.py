@@ -163,6 +163,43 @@ def scan(op, ndim, dtype):
     return _load(f"scan_{op}", src)
 
 
+def softmax(nlines, acc, out_dtype, log):
+    """Kernel(n_lines, [lshape, as_, os_,] a, ao, astep, n, out, oo, ostep): one block per
+    row (the last dim of the geometry it is given): the row's max and sum of
+    exp(x - max) by shared-memory trees, then softmax or log_softmax written."""
+    t = threads()
+    dec = ["rem = line", "ja = ao", "jo = oo"]
+    for d in range(nlines - 1, -1, -1):
+        dec += [f"c = rem % lshape[{d}]", f"rem = rem // lshape[{d}]",
+                f"ja += c * as_[{d}]", f"jo += c * os_[{d}]"]
+    lp = "lshape, as_, os_, " if nlines else ""
+
+    def tree(comb):
+        return ["cuda.syncthreads()", "s = THREADS // 2", "while s > 0:", "    if tid < s:",
+                f"        sm[tid] = {comb.format('sm[tid]', 'sm[tid + s]')}",
+                "    cuda.syncthreads()", "    s //= 2"]
+    body = dec + [
+        "m = ACC(-math.inf)", "k = tid", "while k < n:", "    v = ACC(a[ja + k * astep])",
+        f"    m = {COMBINE['max'].format('m', 'v')}", "    k += THREADS", "sm[tid] = m"]
+    body += tree(COMBINE["max"]) + [
+        "m = sm[0]", "if m - m != ACC(0):  # an infinite max shifts by 0, as on the CPU",
+        "    m = ACC(0)", "cuda.syncthreads()", "acc = ACC(0)", "k = tid", "while k < n:",
+        "    acc += math.exp(ACC(a[ja + k * astep]) - m)", "    k += THREADS", "sm[tid] = acc"]
+    body += tree(COMBINE["sum"]) + ["total = sm[0]", "k = tid", "while k < n:",
+                                    "    z = ACC(a[ja + k * astep]) - m"]
+    body.append("    out[jo + k * ostep] = O(z - math.log(total))" if log else
+                "    out[jo + k * ostep] = O(math.exp(z) / total)")
+    body += ["    k += THREADS", "cuda.syncthreads()", "line += cuda.gridDim.x"]
+    src = (f"ACC = np.{acc}\nO = np.{out_dtype}\nSHARED = numba.{_NB[acc]}\nTHREADS = {t}\n\n\n"
+           "@cuda.jit(cache=True)\n"
+           f"def kernel(n_lines, {lp}a, ao, astep, n, out, oo, ostep):\n"
+           "    sm = cuda.shared.array(THREADS, SHARED)\n"
+           "    tid = cuda.threadIdx.x\n"
+           "    line = cuda.blockIdx.x\n"
+           "    while line < n_lines:\n" + "".join(f"        {b}\n" for b in body))
+    return _load("log_softmax" if log else "softmax", src)
+
+
 def reduce_chunk():
     """Elements per block when a reduction splits long rows (two passes). Small
     under the simulator, so that its tests take the two-pass path too."""

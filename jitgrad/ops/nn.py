@@ -26,12 +26,23 @@ def _shifted(x, dim, who):
     return d - np.where(np.isfinite(m), m, 0), ax
 
 
+def _device_kernel(x, dim, log):
+    """The CUDA softmax kernel's result, or None on the CPU (numpy below)."""
+    d = x._data
+    if type(d) is np.ndarray or not d.ndim or d.dtype.kind != "f":
+        return None
+    return Tensor(d.softmax(wrap_dim(dim, d.ndim), log))
+
+
 def softmax(x, dim, dtype=None):
     if dtype is not None:
         x = x.to(dtype)
-    z, ax = _shifted(x, dim, "softmax")
-    e = np.exp(z)
-    out = Tensor(e / e.sum(axis=ax, keepdims=True) if e.ndim else np.ones_like(e))
+    out = _device_kernel(x, dim, False)
+    if out is None:
+        z, ax = _shifted(x, dim, "softmax")
+        e = np.exp(z)
+        out = Tensor(e / e.sum(axis=ax, keepdims=True) if e.ndim else np.ones_like(e))
+    ax = wrap_dim(dim, x._data.ndim)
     if FW[0] is not None:
         jvp(out, (x,), lambda tx: out * (tx - sum(tx * out, ax + nb(tx, x), keepdim=True)))
     record("SoftmaxBackward0", (x,), (out,), _softmax_backward, save=(out,), names=("result",),
@@ -48,8 +59,11 @@ def _log_softmax_backward(node, g):
 def log_softmax(x, dim, dtype=None):
     if dtype is not None:
         x = x.to(dtype)
-    z, ax = _shifted(x, dim, "log_softmax")
-    out = Tensor((z - np.log(np.exp(z).sum(axis=ax, keepdims=True))) if z.ndim else z)
+    out = _device_kernel(x, dim, True)
+    if out is None:
+        z, ax = _shifted(x, dim, "log_softmax")
+        out = Tensor((z - np.log(np.exp(z).sum(axis=ax, keepdims=True))) if z.ndim else z)
+    ax = wrap_dim(dim, x._data.ndim)
     if FW[0] is not None:
         jvp(out, (x,), lambda tx: tx - sum(E.exp(out) * tx, ax + nb(tx, x), keepdim=True))
     record("LogSoftmaxBackward0", (x,), (out,), _log_softmax_backward, save=(out,),

@@ -147,6 +147,20 @@ def test_softmax_cross_entropy_layer_norm(device):
     _close(x.grad, tx.grad)
 
 
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_softmax_kernel_long_rows_and_infinities(device, dim):
+    th = helpers.require_torch()
+    arr = helpers.rng_for("smx", dim).standard_normal((3, 37, 2)).astype(np.float32) * 5
+    arr[1, 4, 0] = -np.inf
+    arr[2, :, 1] = -np.inf  # a whole row of -inf: nan, as in torch
+    x, tx = _pair(arr, device, requires_grad=False)
+    for name in ("softmax", "log_softmax"):
+        got = getattr(jitgrad.nn.functional, name)(x, dim)
+        want = getattr(th.nn.functional, name)(tx, dim)
+        np.testing.assert_allclose(helpers.to_numpy(got), want.numpy(), rtol=1e-5, atol=1e-6,
+                                   equal_nan=True)
+
+
 # ---- the fused backward -------------------------------------------------------------------
 
 def test_fused_backward_runs_on_the_device(device):
