@@ -42,29 +42,30 @@ def _nbytes_text(n):
 
 
 def _alloc(n, dtype):
-    """A 1-D device buffer of n elements; a clear error (nothing allocated) if the
-    device cannot hold it."""
+    """A 1-D device buffer of n elements; if the device cannot hold it, a clear
+    error naming the size (a failed allocation allocates and changes nothing)."""
     cu = cuda()
-    nbytes = n * dtype.itemsize
-    try:
-        free, total = cu.current_context().get_memory_info()
-    except Exception:  # the simulator has no memory info
-        free = total = None
-    if total is not None and nbytes > free:
-        raise OutOfMemoryError(
-            f"CUDA out of memory. Tried to allocate {_nbytes_text(nbytes)}. GPU 0 has a total "
-            f"capacity of {_nbytes_text(total)} of which {_nbytes_text(free)} is free. Use "
-            "smaller tensors, or free memory: delete tensors you no longer need.")
     try:
         return cu.device_array(max(n, 1), dtype)
     except (MemoryError, ValueError) as e:  # the simulator allocates with numpy
-        raise OutOfMemoryError(f"CUDA out of memory. Tried to allocate {_nbytes_text(nbytes)} "
-                               f"({e}). Use smaller tensors.") from None
-    except Exception as e:
-        if "OUT_OF_MEMORY" in str(e):
-            raise OutOfMemoryError(f"CUDA out of memory. Tried to allocate "
-                                   f"{_nbytes_text(nbytes)}. Use smaller tensors.") from None
-        raise
+        detail = str(e)
+    except Exception as e:  # the driver's CUDA_ERROR_OUT_OF_MEMORY, after numba's retry
+        if "OUT_OF_MEMORY" not in str(e):
+            raise
+        detail = _memory_info(cu)
+    raise OutOfMemoryError(
+        f"CUDA out of memory. Tried to allocate {_nbytes_text(n * dtype.itemsize)} ({detail}). "
+        "Use smaller tensors or batches, or free memory: drop references to tensors (and "
+        "graphs) you no longer need.") from None
+
+
+def _memory_info(cu):
+    try:
+        free, total = cu.current_context().get_memory_info()
+    except Exception:
+        return "free memory unknown"
+    return (f"GPU 0 has a total capacity of {_nbytes_text(total)} of which "
+            f"{_nbytes_text(free)} is free")
 
 
 def _c_strides(shape):
