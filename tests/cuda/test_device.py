@@ -184,6 +184,28 @@ def test_fused_backward_runs_on_the_device(device):
     _close(x.grad, tx.grad, rtol=1e-5)
 
 
+def test_fused_group_with_broadcast_fan_out_and_two_leaves_equals_unfused(device):
+    rng = helpers.rng_for("fused2")
+    a_np = rng.uniform(-1, 1, (64, 128)).astype(np.float32)
+    b_np = rng.uniform(-1, 1, (1, 128)).astype(np.float32)
+
+    def grads(fusion):
+        a = jitgrad.tensor(a_np, device=device, requires_grad=True)
+        b = jitgrad.tensor(b_np, device=device, requires_grad=True)
+        with jitgrad.autograd.set_fusion_enabled(fusion):
+            h = (a * b + 0.25).tanh()
+            out = (h * a - h.exp() * 0.5).sum()
+            if fusion:
+                assert jitgrad.autograd.fusion.explain(out)
+            out.backward()
+        return a.grad, b.grad
+
+    for fused, plain in zip(grads(True), grads(False)):
+        assert fused.device.type == device
+        np.testing.assert_allclose(fused.cpu().numpy(), plain.cpu().numpy(), rtol=1e-5,
+                                   atol=1e-6)
+
+
 # ---- training ----------------------------------------------------------------------------
 
 def _copy_params(model, tmodel):
@@ -494,3 +516,23 @@ def test_copy_between_devices_and_pickle(device):
     z = jitgrad.zeros(3)
     z.copy_(x)
     assert z.tolist() == [1.0, 2.0, 3.0]
+
+
+@needs_cuda
+def test_device_memory_is_pooled_and_released():
+    jitgrad.cuda.empty_cache()
+    base = jitgrad.cuda.memory_allocated()
+    x = jitgrad.empty(1000, device="cuda")  # 4000 bytes: the 4096-byte size class
+    assert jitgrad.cuda.memory_allocated() == base + 4096
+    view = x[10:20]
+    del x
+    assert jitgrad.cuda.memory_allocated() == base + 4096  # a view keeps the buffer
+    del view
+    assert jitgrad.cuda.memory_allocated() == base
+    reserved = jitgrad.cuda.memory_reserved()
+    assert reserved >= base + 4096
+    y = jitgrad.ones(1001, device="cuda")  # same size class: the freed buffer again
+    assert jitgrad.cuda.memory_reserved() == reserved and y.sum().item() == 1001.0
+    del y
+    jitgrad.cuda.empty_cache()
+    assert jitgrad.cuda.memory_reserved() == jitgrad.cuda.memory_allocated() == base
