@@ -291,8 +291,8 @@ def _forget_kernels():
 
 class ElementwiseNode(Node):
     # _shape: the output's shape, or None when the node never joins a fused group:
-    # its output dtype differs from the kernel dtype (float16), or it is smaller
-    # than kernels/fuse.py FUSE_MIN_ELEMENTS (where running nodes one by one is faster).
+    # its output dtype differs from the kernel dtype (float16), or it is a CPU array
+    # smaller than kernels/fuse.py FUSE_MIN_ELEMENTS (see _fusable_size).
     __slots__ = ("_op", "_saved", "_out", "_kdt", "_mask", "_shape")
 
     def apply(self, grads):
@@ -567,6 +567,13 @@ def _pooled_out(arrays, kdt):
     return _pool.empty(big.shape, kdt) if big is not None else None
 
 
+def _fusable_size(r):
+    """Whether a node of this output may join a fused group: on the CPU from
+    FUSE_MIN_ELEMENTS on (measured crossover); on a GPU always, since there a
+    kernel launch costs far more than planning a node (not yet measured on a GPU)."""
+    return r.size >= _fuse.FUSE_MIN_ELEMENTS or type(r) is not np.ndarray
+
+
 def _record_unary(op, v, out, kdt):
     """The common one-operand case of _record_elementwise, without loops."""
     need_args, need_out = op._needs.get(1) or op.needs(1)
@@ -579,7 +586,7 @@ def _record_unary(op, v, out, kdt):
     node._mask = 1
     node._saved = (SavedTensor(v) if need_args[0] else None,)
     r = out._data
-    node._shape = r.shape if r.dtype == kdt and r.size >= _fuse.FUSE_MIN_ELEMENTS else None
+    node._shape = r.shape if r.dtype == kdt and _fusable_size(r) else None
     out.grad_fn = node
     out._rg = True
     node._out = SavedTensor(out, is_output=True) if need_out else None
@@ -619,7 +626,7 @@ def _record_elementwise(op, operands, out, kdt):
     node._mask = mask
     node._saved = saved
     r = out._data
-    node._shape = r.shape if r.dtype == kdt and r.size >= _fuse.FUSE_MIN_ELEMENTS else None
+    node._shape = r.shape if r.dtype == kdt and _fusable_size(r) else None
     out.grad_fn = node
     out._rg = True
     node._out = SavedTensor(out, is_output=True) if need_out else None

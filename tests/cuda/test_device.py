@@ -32,12 +32,16 @@ def _close(jg, th, rtol=1e-5, atol=1e-6):
 
 # ---- every registered op ------------------------------------------------------------------
 
+@pytest.mark.parametrize("fusion", [True, False], ids=["fused", "unfused"])
 @pytest.mark.parametrize("name, case, grid", op_cases(PUBLIC))
-def test_elementwise_op_matches_torch(device, name, case, grid):
+def test_elementwise_op_matches_torch(device, name, case, grid, fusion):
+    # fused: on CUDA the op's backward joins the loss's mul in one fused kernel;
+    # unfused: its own per-node backward kernel
     op = REGISTRY[name]
-    helpers.check_torch(jg_op(op), helpers.torch_elementwise(name), op_sample(op, case),
-                        dtype="float32", seed=(name, case, grid), grid=grid,
-                        grad=op.differentiable, device=device)
+    with jitgrad.autograd.set_fusion_enabled(fusion):
+        helpers.check_torch(jg_op(op), helpers.torch_elementwise(name), op_sample(op, case),
+                            dtype="float32", seed=(name, case, grid), grid=grid,
+                            grad=op.differentiable, device=device)
 
 
 @pytest.mark.parametrize("name", ["mul", "div", "exp", "tanh", "pow", "where"])
