@@ -306,18 +306,25 @@ class DeviceArray(NDArrayOperatorsMixin):
             if not any(e is Ellipsis for e in k):
                 k = k + (Ellipsis,)  # a 0-d view, never a scalar read from the shadow
             return self._view(self._shadow()[k])
-        rows = key[0] if isinstance(key, tuple) and len(key) == 1 else key
-        if isinstance(rows, DeviceArray) and rows.dtype.kind in "iu" and rows.ndim >= 1 \
-                and self.ndim >= 1:
-            return _take_rows(self, rows)
         _check_devices(key if isinstance(key, tuple) else (key,))
+        idxs = _advanced_key(self, key)
+        if idxs is not None:
+            index, view, dim, shape = _advanced(self, idxs)
+            out = empty(shape, self.dtype)
+            _indexed(K.gather, out, index, view, dim)
+            return out
         return _host_call("getitem", lambda a, k: a[k], (self, key), {})
 
     def __setitem__(self, key, value):
         if _is_basic(key):
             copyto(self[key], value)
-        else:
-            _host_call("setitem", _host_setitem, (self, key, value), {})
+            return
+        _check_devices(key if isinstance(key, tuple) else (key,))
+        idxs = _advanced_key(self, key)
+        if idxs is None:
+            return _host_call("setitem", _host_setitem, (self, key, value), {})
+        index, view, dim, shape = _advanced(self, idxs)
+        _indexed(K.scatter_store, _values_like(value, shape, self.dtype), index, view, dim)
 
     # ---- copies ----------------------------------------------------------------
     def copy(self, order="C"):
@@ -730,13 +737,6 @@ def _indexed(kernel, src, index, arr, dim):
           idx.strides_, arr.buf, arr.offset, ds, arr.strides_[dim], arr.shape[dim])
 
 
-def _rows_view(arr, nd):
-    """arr seen with nd - 1 extra leading dims of stride 0, so that an index of nd
-    dims addresses its first dim (the shape gather/scatter_add expect)."""
-    return DeviceArray(arr.buf, arr.offset, (1,) * (nd - 1) + arr.shape,
-                       (0,) * (nd - 1) + arr.strides_, arr.dtype)
-
-
 def _check_bounds(index, n, axis):
     """numpy's IndexError for an index outside [-n, n) (checked before any kernel
     reads out of bounds)."""
@@ -746,35 +746,103 @@ def _check_bounds(index, n, axis):
         raise IndexError(f"index {bad} is out of bounds for axis {axis} with size {n}")
 
 
-def _take_rows(a, index):
-    """a[index] for one integer index array (embedding lookups, row selection)."""
-    _check_devices([index])
-    _check_bounds(index, a.shape[0], 0)
-    rest = a.shape[1:]
-    out = empty(index.shape + rest, a.dtype)
-    nd = index.ndim
-    _indexed(K.gather, out, index.reshape(index.shape + (1,) * len(rest)), _rows_view(a, nd),
-             nd - 1)
-    return out
+def _advanced_key(a, key):
+    """The integer index arrays of `key` if it is k >= 1 of them (boolean masks
+    become their nonzero positions) indexing a's first dims, followed only by full
+    slices; None for other keys (those run on the host)."""
+    key = key if isinstance(key, tuple) else (key,)
+    idxs, used = [], 0
+    for k in key:
+        if isinstance(k, DeviceArray) and k.dtype.kind == "b" and k.ndim:
+            idxs.extend(_nonzero(k))
+        elif isinstance(k, DeviceArray) and k.dtype.kind in "iu":
+            idxs.append(k)
+        else:
+            break
+        used += 1
+    tail = key[used:]
+    if not idxs or len(idxs) > a.ndim or any(
+            not (t is Ellipsis or (isinstance(t, slice) and t == slice(None))) for t in tail):
+        return None
+    if not np.broadcast_shapes(*[i.shape for i in idxs]):
+        return None  # 0-d indices: a scalar read, on the host
+    return idxs
+
+
+def _advanced(a, idxs):
+    """(index, view, dim, result shape) that gather/scatter kernels (_indexed) take
+    for a[idxs]: k integer arrays (broadcast together) indexing a's first k dims.
+    One index addresses a's first dim directly; several are folded into the
+    elements' linear offsets (a dim of stride 1)."""
+    k = len(idxs)
+    ishape = np.broadcast_shapes(*[i.shape for i in idxs])
+    rest = a.shape[k:]
+    for j, ix in enumerate(idxs):
+        _check_bounds(ix, a.shape[j], j)
+    if k == 1:
+        index, dim_len, dim_stride = idxs[0], a.shape[0], a.strides_[0]
+    else:
+        index = full(ishape, 0, np.dtype(np.int64))
+        for j, ix in enumerate(idxs):
+            n = np.int64(a.shape[j])
+            launch_elementwise("v0 + (v1 + v2 if v1 < 0 else v1) * v3",
+                               [index, ix.astype(np.int64, copy=False), n, np.int64(a.strides_[j])],
+                               index, np.dtype(np.int64))
+        dim_len, dim_stride = 1, 1
+    nd = len(ishape)
+    view = DeviceArray(a.buf, a.offset, (1,) * (nd - 1) + (dim_len,) + rest,
+                       (0,) * (nd - 1) + (dim_stride,) + a.strides_[k:], a.dtype)
+    index = index.reshape(index.shape + (1,) * len(rest))
+    return index, view, nd - 1, ishape + rest
+
+
+def _values_like(values, shape, dtype):
+    src = values if isinstance(values, DeviceArray) else full((), _scalarize(values), dtype)
+    src = src.astype(dtype, copy=False)
+    return src._view(np.broadcast_to(src._shadow(), shape))
+
+
+def _nonzero(a):
+    """np.nonzero: each thread counts the nonzeros of one chunk, a scan gives the
+    chunks' write positions, then each thread writes its chunk's flat indices;
+    the flat indices are unravelled per dim. The count is read back (the size of
+    the result), as it must be."""
+    if not a.ndim:
+        return _host_call("nonzero", np.nonzero, (a,), {})
+    flat = (a if a.dtype.kind == "b" else a != 0).reshape(-1)
+    flat = flat if flat.contiguous() else flat.copy()
+    n, chunk = flat.size, K.compact_chunk()
+    nchunks = max(1, -(-n // chunk))
+    counts = empty(nchunks, np.dtype(np.int64))
+    fv, cv = flat.flat_view(), counts.flat_view()
+    blocks, t = K.launch_1d(nchunks)
+    K.launch(K.compact(False), blocks, t, nchunks, chunk, n, fv, cv, cv)
+    starts = _cumulative("sum")(counts) - counts  # exclusive scan
+    total = int(starts[nchunks - 1].item() + counts[nchunks - 1].item()) if n else 0
+    positions = empty(total, np.dtype(np.int64))
+    if total:
+        K.launch(K.compact(True), blocks, t, nchunks, chunk, n, fv, starts.flat_view(),
+                 positions.flat_view())
+    if a.ndim == 1:
+        return (positions,)
+    out = []
+    for d, (size, stride) in enumerate(zip(a.shape, _c_strides(a.shape))):
+        out.append(launch_elementwise("(v0 // v1) % v2",
+                                      [positions, np.int64(stride), np.int64(size)],
+                                      empty(total, np.dtype(np.int64)), np.dtype(np.int64)))
+    return tuple(out)
 
 
 def _add_at(dst, index, values):
-    """np.add.at(dst, index, values) for one integer index array (the backward of
-    indexing and index_select along dim 0) with atomics; other forms on the host."""
+    """np.add.at(dst, index, values) for integer index arrays on dst's first dims
+    (the backward of indexing and index_select) with atomics; other forms on the host."""
     _check_devices([index, values])
-    if isinstance(index, tuple) and len(index) == 1:
-        index = index[0]
-    if not (isinstance(dst, DeviceArray) and isinstance(index, DeviceArray)
-            and index.dtype.kind in "iu" and dst.dtype.kind == "f" and index.ndim >= 1
-            and dst.ndim >= 1):
+    idxs = _advanced_key(dst, index) if isinstance(dst, DeviceArray) and \
+        dst.dtype.kind == "f" else None
+    if idxs is None:
         return _host_call("add.at", np.add.at, (dst, index, values), {})
-    nd, rest = index.ndim, dst.shape[1:]
-    shape = index.shape + rest
-    src = values if isinstance(values, DeviceArray) else full((), values, dst.dtype)
-    src = src.astype(dst.dtype, copy=False)
-    src = src._view(np.broadcast_to(src._shadow(), shape))
-    idx = index.reshape(index.shape + (1,) * len(rest))
-    _indexed(K.scatter_add, src, idx, _rows_view(dst, nd), nd - 1)
+    idx, view, dim, shape = _advanced(dst, idxs)
+    _indexed(K.scatter_add, _values_like(values, shape, dst.dtype), idx, view, dim)
 
 
 def scatter_add(dst, dim, index, src):
@@ -955,6 +1023,7 @@ _FUNCTIONS = {
     np.stack: _stack,
     np.take_along_axis: take_along_axis,
     np.take: _take,
+    np.nonzero: _nonzero,
     np.argmax: lambda a, axis=None, out=None, keepdims=False: _arg_extreme("max", a, axis, out,
                                                                            keepdims),
     np.argmin: lambda a, axis=None, out=None, keepdims=False: _arg_extreme("min", a, axis, out,

@@ -279,6 +279,39 @@ def scatter_add(ndim, dtype):
     return _load(f"scatter_add_{dtype}", src)
 
 
+def scatter_store(ndim, dtype):
+    """scatter_add's signature, storing instead of adding (assignment through an
+    index; with repeated indices one of the values wins, as in torch)."""
+    lines = _index_lines(ndim, None) + ["dst[jd] = src[js]", "i += step"]
+    src = ("@cuda.jit(cache=True)\n"
+           "def kernel(n, shape, src, so, ss, idx, io, is_, dst, do, ds, dstride, dlen):\n"
+           "    i = cuda.grid(1)\n    step = cuda.gridsize(1)\n    while i < n:\n" +
+           "".join(f"        {ln}\n" for ln in lines))
+    return _load(f"scatter_store_{dtype}", src)
+
+
+def compact_chunk():
+    return 4 if simulator() else 1024
+
+
+def compact(write):
+    """Kernel(nchunks, chunk, n, flags, starts, out): thread c walks chunk c of the
+    boolean `flags`; without `write` it stores the chunk's count in out[c], with
+    it the flat indices of the set flags from position starts[c] on."""
+    body = ("            out[pos] = i\n            pos += 1\n" if write else
+            "            pos += 1\n")
+    src = ("@cuda.jit(cache=True)\n"
+           "def kernel(nchunks, chunk, n, flags, starts, out):\n"
+           "    c = cuda.grid(1)\n"
+           "    while c < nchunks:\n"
+           f"        pos = {'starts[c]' if write else '0'}\n"
+           "        for i in range(c * chunk, min(n, (c + 1) * chunk)):\n"
+           "            if flags[i]:\n" + body.replace("            ", "                ") +
+           ("" if write else "        out[c] = pos\n") +
+           "        c += cuda.gridsize(1)\n")
+    return _load("compact_write" if write else "compact_count", src)
+
+
 def gather(ndim, dtype):
     """Kernel(n, shape, src, so, ss, idx, io, is_, dst, do, ds, dstride, dlen), the
     mirror of scatter_add: out[p] = dst[offset(p) + index[p] * dstride] (src is the

@@ -540,3 +540,26 @@ def test_device_memory_is_pooled_and_released():
     del y
     jitgrad.cuda.empty_cache()
     assert jitgrad.cuda.memory_reserved() == jitgrad.cuda.memory_allocated() == base
+
+
+def test_mask_and_multi_index_get_set_and_backward(device):
+    th = helpers.require_torch()
+    arr = helpers.rng_for("mask").standard_normal((5, 7)).astype(np.float32)
+    x, tx = _pair(arr, device)
+    rows, cols = [0, 4, -1, 2, 0], [1, 6, 0, -2, 1]  # (0, 1) twice: gradients add up
+    y = x[x > 0.3].sum() + (x[jitgrad.tensor(rows, device=device),
+                               jitgrad.tensor(cols, device=device)] * 2).sum()
+    ty = tx[tx > 0.3].sum() + (tx[th.tensor(rows), th.tensor(cols)] * 2).sum()
+    _close(y, ty)
+    y.backward()
+    ty.backward()
+    _close(x.grad, tx.grad)
+    w = jitgrad.zeros(5, 7, device=device)
+    w[x.detach() > 0.3] = 2.0
+    w[jitgrad.tensor([1, 3], device=device)] = -1.0
+    tw = th.zeros(5, 7)
+    tw[tx.detach() > 0.3] = 2.0
+    tw[th.tensor([1, 3])] = -1.0
+    _close(w, tw)
+    with pytest.raises(IndexError, match="out of bounds"):
+        x[jitgrad.tensor([0, 5], device=device)]
