@@ -7,7 +7,8 @@ numpy, runs unchanged on the GPU:
 - view geometry (reshape, transpose, basic indexing, broadcast_to, ...) is
   computed by numpy itself on a "shadow" array that has the same strides over
   a one-element anchor and is never read;
-- ufuncs, reductions, matmul, copies and scatter-add run kernels.py kernels;
+- ufuncs, reductions, matmul, copies, indexing, gather and scatter-add run
+  kernels.py kernels; memory comes from a caching pool;
 - anything else runs on the host (a copy each way, a one-time warning) and
   is counted in `host_fallbacks()`.
 Mixing with a host array raises torch's device error; 0-d host values act as
