@@ -546,14 +546,12 @@ _NP_UFUNCS = {
     "divide": "{0} / {1}", "true_divide": "{0} / {1}", "power": "{0} ** {1}",
     "negative": "-{0}", "positive": "{0}", "absolute": "abs({0})", "square": "{0} * {0}",
     "reciprocal": "T(1) / {0}", "sqrt": "math.sqrt({0})", "exp": "math.exp({0})",
-    "log": "math.log({0})", "tanh": "math.tanh({0})", "floor": "math.floor({0})",
-    "ceil": "math.ceil({0})",
+    "log": "math.log({0})", "tanh": "math.tanh({0})",
     "greater": "{0} > {1}", "greater_equal": "{0} >= {1}", "less": "{0} < {1}",
     "less_equal": "{0} <= {1}", "equal": "{0} == {1}", "not_equal": "{0} != {1}",
-    "maximum": K.COMBINE["max"].replace("{0}", "{A}").replace("{1}", "{B}"),
-    "minimum": K.COMBINE["min"].replace("{0}", "{A}").replace("{1}", "{B}"),
+    "maximum": K.COMBINE["max"], "minimum": K.COMBINE["min"],
     "logical_and": "{0} and {1}", "logical_or": "{0} or {1}", "logical_not": "not {0}",
-    "isnan": "{0} != {0}", "isfinite": "abs({0}) < math.inf" , "sign":
+    "isnan": "{0} != {0}", "isfinite": "abs({0}) < math.inf", "sign":
         "(T(1) if {0} > T(0) else (T(-1) if {0} < T(0) else {0}))",
 }
 _UFUNC_REDUCE = {np.add: "sum", np.multiply: "prod", np.maximum: "max", np.minimum: "min"}
@@ -579,8 +577,7 @@ def _ufunc_kernel(ufunc):
     tpl = _NP_UFUNCS.get(ufunc.__name__)
     if tpl is None or ufunc.nout != 1:
         return None
-    return tpl.replace("{A}", "{0}").replace("{B}", "{1}").format(
-        *[f"v{i}" for i in range(ufunc.nin)]), None
+    return tpl.format(*[f"v{i}" for i in range(ufunc.nin)]), None
 
 
 def _run_ufunc(ufunc, impl, inputs, out):
