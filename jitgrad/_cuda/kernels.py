@@ -15,8 +15,6 @@ semantics: inf/nan instead of Python's OverflowError/ValueError).
 """
 import os
 
-import numpy as np
-
 from .. import _state
 from ..kernels import cache
 from . import cuda, simulator

@@ -64,7 +64,6 @@ def test_function_matches_torch(device, name, i):
 @pytest.mark.parametrize("axes", [None, 0, 1, (0, 2), -1])
 @pytest.mark.parametrize("keepdim", [False, True])
 def test_sum_mean_amax_over_axes(device, axes, keepdim):
-    th = helpers.require_torch()
     arr = helpers.rng_for("red", axes, keepdim).standard_normal((3, 4, 5)).astype(np.float32)
     arr[1, 2, 3] = np.nan if axes == -1 else arr[1, 2, 3]
     x, tx = _pair(arr, device)
@@ -83,7 +82,6 @@ def test_sum_mean_amax_over_axes(device, axes, keepdim):
 @pytest.mark.parametrize("op", ["sum", "amax", "amin", "prod", "mean"])
 def test_long_rows_reduce_in_two_passes(device, op):
     # few outputs over long, strided rows: the kernel splits rows into chunks
-    th = helpers.require_torch()
     arr = helpers.rng_for("long", op).uniform(0.999, 1.001, (1500, 3)).astype(np.float32)
     arr[700, 1] = np.nan if op in ("amax", "amin") else arr[700, 1]
     x, tx = _pair(arr, device, requires_grad=False)
