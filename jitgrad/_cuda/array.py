@@ -312,7 +312,7 @@ class DeviceArray(NDArrayOperatorsMixin):
         if idxs is not None:
             index, view, dim, shape = _advanced(self, idxs)
             out = empty(shape, self.dtype)
-            _indexed(K.gather, out, index, view, dim)
+            _indexed("gather", out, index, view, dim)
             return out
         return _host_call("getitem", lambda a, k: a[k], (self, key), {})
 
@@ -325,7 +325,7 @@ class DeviceArray(NDArrayOperatorsMixin):
         if idxs is None:
             return _host_call("setitem", _host_setitem, (self, key, value), {})
         index, view, dim, shape = _advanced(self, idxs)
-        _indexed(K.scatter_store, _values_like(value, shape, self.dtype), index, view, dim)
+        _indexed("scatter_store", _values_like(value, shape, self.dtype), index, view, dim)
 
     # ---- copies ----------------------------------------------------------------
     def copy(self, order="C"):
@@ -724,13 +724,14 @@ def matmul(a, b):
 
 # ---- gather and scatter-add ---------------------------------------------------------
 
-def _indexed(kernel, src, index, arr, dim):
-    """Run gather/scatter_add over src's shape: element p pairs src[p] with
-    arr[p, except index[p] along `dim`] (index broadcast to src's shape)."""
+def _indexed(kind, src, index, arr, dim):
+    """Run the indexed kernel `kind` (kernels.INDEXED) over src's shape: element p
+    pairs src[p] with arr[p, except index[p] along `dim`] (index broadcast to
+    src's shape)."""
     shape = src.shape
     idx = index._view(np.broadcast_to(index._shadow(), shape))
     ds = tuple(0 if d == dim or arr.shape[d] == 1 else arr.strides_[d] for d in range(len(shape)))
-    kern = kernel(len(shape), arr.dtype.name)
+    kern = K.indexed(kind, len(shape), arr.dtype.name)
     K.run(kern, src.size, shape, src.buf, src.offset, src.strides_, idx.buf, idx.offset,
           idx.strides_, arr.buf, arr.offset, ds, arr.strides_[dim], arr.shape[dim])
 
@@ -840,12 +841,12 @@ def _add_at(dst, index, values):
     if idxs is None:
         return _host_call("add.at", np.add.at, (dst, index, values), {})
     idx, view, dim, shape = _advanced(dst, idxs)
-    _indexed(K.scatter_add, _values_like(values, shape, dst.dtype), idx, view, dim)
+    _indexed("scatter_add", _values_like(values, shape, dst.dtype), idx, view, dim)
 
 
 def scatter_add(dst, dim, index, src):
     """dst[..., index[p], ...] += src[p] along `dim` (torch's scatter_add_)."""
-    _indexed(K.scatter_add, src, index, dst, dim % dst.ndim)
+    _indexed("scatter_add", src, index, dst, dim % dst.ndim)
 
 
 def _take(a, indices, axis=None, out=None, mode="raise"):
@@ -857,7 +858,7 @@ def _take(a, indices, axis=None, out=None, mode="raise"):
     axis %= a.ndim
     _check_bounds(indices, a.shape[axis], axis)
     out = empty(a.shape[:axis] + indices.shape + a.shape[axis + 1:], a.dtype)
-    _indexed(K.gather, out, indices.reshape((1,) * axis + (-1,) + (1,) * (a.ndim - axis - 1)),
+    _indexed("gather", out, indices.reshape((1,) * axis + (-1,) + (1,) * (a.ndim - axis - 1)),
              a, axis)
     return out
 
@@ -922,7 +923,7 @@ def take_along_axis(arr, indices, axis):
         tuple(1 if d == axis else s for d, s in enumerate(indices.shape))))
     shape[axis] = indices.shape[axis]
     out = empty(tuple(shape), arr.dtype)
-    _indexed(K.gather, out, indices, arr, axis)
+    _indexed("gather", out, indices, arr, axis)
     return out
 
 

@@ -254,38 +254,29 @@ def matmul(nbatch_dims, dtype):
     return _load("matmul", src)
 
 
-def _index_lines(ndim, skip_dim):
-    """Decompose `i` over `shape` into offsets js (src), ji (index) and jd (the
-    addressed array, without the `dim` term that the index supplies)."""
+# What an indexed kernel does with element p of `src` and the addressed element
+# jd = offset(p) + index[p] * dstride of `dst` (`ds` has a 0 stride on that dim).
+INDEXED = {
+    "gather": "src[js] = dst[jd]",  # src is the (contiguous) output here
+    "scatter_add": "cuda.atomic.add(dst, jd, src[js])",  # indices repeat: atomics
+    "scatter_store": "dst[jd] = src[js]",  # assignment: one repeated value wins, as in torch
+}
+
+
+def indexed(kind, ndim, dtype):
+    """Kernel(n, shape, src, so, ss, idx, io, is_, dst, do, ds, dstride, dlen) doing
+    INDEXED[kind] for every element of src's `shape` (negative indices wrap by dlen)."""
     lines = ["r = i", "js = so", "ji = io", "jd = do"]
     for d in range(ndim - 1, -1, -1):
         lines += [f"c = r % shape[{d}]", f"r = r // shape[{d}]",
                   f"js += c * ss[{d}]", f"ji += c * is_[{d}]", f"jd += c * ds[{d}]"]
-    lines += ["k = idx[ji]", "if k < 0:", "    k += dlen", "jd += k * dstride"]
-    return lines
-
-
-def scatter_add(ndim, dtype):
-    """Kernel(n, shape, src, so, ss, idx, io, is_, dst, do, ds, dstride, dlen): for every
-    element p of src, dst[offset(p) + index[p] * dstride] += src[p] with atomics
-    (indices repeat); `ds` has a 0 stride on the indexed dim."""
-    lines = _index_lines(ndim, None) + ["cuda.atomic.add(dst, jd, src[js])", "i += step"]
+    lines += ["k = idx[ji]", "if k < 0:", "    k += dlen", "jd += k * dstride", INDEXED[kind],
+              "i += step"]
     src = ("@cuda.jit(cache=True)\n"
            "def kernel(n, shape, src, so, ss, idx, io, is_, dst, do, ds, dstride, dlen):\n"
            "    i = cuda.grid(1)\n    step = cuda.gridsize(1)\n    while i < n:\n" +
            "".join(f"        {ln}\n" for ln in lines))
-    return _load(f"scatter_add_{dtype}", src)
-
-
-def scatter_store(ndim, dtype):
-    """scatter_add's signature, storing instead of adding (assignment through an
-    index; with repeated indices one of the values wins, as in torch)."""
-    lines = _index_lines(ndim, None) + ["dst[jd] = src[js]", "i += step"]
-    src = ("@cuda.jit(cache=True)\n"
-           "def kernel(n, shape, src, so, ss, idx, io, is_, dst, do, ds, dstride, dlen):\n"
-           "    i = cuda.grid(1)\n    step = cuda.gridsize(1)\n    while i < n:\n" +
-           "".join(f"        {ln}\n" for ln in lines))
-    return _load(f"scatter_store_{dtype}", src)
+    return _load(f"{kind}_{dtype}", src)
 
 
 def compact_chunk():
@@ -308,18 +299,6 @@ def compact(write):
            ("" if write else "        out[c] = pos\n") +
            "        c += cuda.gridsize(1)\n")
     return _load("compact_write" if write else "compact_count", src)
-
-
-def gather(ndim, dtype):
-    """Kernel(n, shape, src, so, ss, idx, io, is_, dst, do, ds, dstride, dlen), the
-    mirror of scatter_add: out[p] = dst[offset(p) + index[p] * dstride] (src is the
-    contiguous output here, `dst` the array read)."""
-    lines = _index_lines(ndim, None) + ["src[js] = dst[jd]", "i += step"]
-    src = ("@cuda.jit(cache=True)\n"
-           "def kernel(n, shape, src, so, ss, idx, io, is_, dst, do, ds, dstride, dlen):\n"
-           "    i = cuda.grid(1)\n    step = cuda.gridsize(1)\n    while i < n:\n" +
-           "".join(f"        {ln}\n" for ln in lines))
-    return _load(f"gather_{dtype}", src)
 
 
 def fused(spec, gin_kinds):
