@@ -1,0 +1,135 @@
+"""The kernel cache on disk: a second process loads instead of compiling, and
+the cache heals: bad entries are recompiled and rewritten, an unusable folder
+falls back to a private one after one warning. Each case runs in a fresh
+process, as a user's next run would."""
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+
+import jitgrad
+from jitgrad.kernels import cache
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# Prints: kernels compiled, disk hits, the gradient's sum, cache warnings seen.
+SCRIPT = textwrap.dedent("""
+    import warnings
+    import jitgrad
+    jitgrad.kernels.fuse.FUSE_MIN_ELEMENTS = 0  # fuse these small tensors too
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        x = jitgrad.linspace(-1, 1, 7, requires_grad=True)
+        (x.sin() * x.tanh() + x.exp() * 0.25).sum().backward()
+        y = jitgrad.linspace(-1, 1, 5, dtype=jitgrad.float64, requires_grad=True)
+        y.cos().sum().backward()
+    s = jitgrad.compile_stats()
+    cache_warnings = [str(w.message) for w in seen if "kernel cache folder" in str(w.message)]
+    print(s["kernels_compiled"], s["disk_hits"], float(x.grad.sum()), len(cache_warnings))
+    for text in cache_warnings:
+        print(text)
+""")
+
+
+def run_fresh(cache_dir):
+    env = dict(os.environ, JITGRAD_CACHE_DIR=str(cache_dir))
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    first, *messages = proc.stdout.splitlines()
+    compiled, hits, grad, n_warnings = first.split()
+    return int(compiled), int(hits), float(grad), int(n_warnings), messages
+
+
+def entries(folder):
+    return [f for sub in (folder, folder / "__pycache__") if sub.is_dir()
+            for f in sub.iterdir() if f.is_file()]
+
+
+def test_second_process_loads_every_kernel_from_disk(tmp_path):
+    compiled1, _, g1, _, _ = run_fresh(tmp_path)
+    compiled2, hits2, g2, warned, _ = run_fresh(tmp_path)
+    assert compiled1 > 0 and compiled2 == 0 and hits2 == compiled1
+    assert g1 == g2 and warned == 0
+
+
+@pytest.mark.parametrize("damage", [
+    pytest.param(lambda f: f.write_bytes(b"\x00garbage"), id="garbage-everywhere"),
+    pytest.param(lambda f: f.write_bytes(b"\xff\xfe\x80 not utf-8 \xc3\x28"), id="invalid-utf8"),
+    pytest.param(lambda f: f.write_text("def kernel(:\n") if f.suffix == ".py" else None,
+                 id="unimportable-source"),
+    pytest.param(lambda f: f.write_bytes(f.read_bytes()[: len(f.read_bytes()) // 2]),
+                 id="truncated"),
+])
+def test_damaged_entries_are_recompiled_and_rewritten(tmp_path, damage):
+    compiled1, _, g1, _, _ = run_fresh(tmp_path)
+    for f in entries(tmp_path):
+        damage(f)
+    compiled2, _, g2, warned, _ = run_fresh(tmp_path)
+    assert compiled2 > 0 and g2 == g1 and warned == 0
+    # ... and the rewritten entries serve the next process without compiling.
+    compiled3, hits3, g3, _, _ = run_fresh(tmp_path)
+    assert compiled3 == 0 and hits3 == compiled1 and g3 == g1
+
+
+def _file_in_the_way(tmp_path):
+    (tmp_path / "blocker").write_text("not a folder")
+    return tmp_path / "blocker" / "kernels"
+
+
+@pytest.mark.parametrize("make_folder", [
+    pytest.param(_file_in_the_way, id="file-in-the-way"),
+    pytest.param(lambda tmp_path: tmp_path / "blocker-file", id="folder-is-a-file"),
+    pytest.param(lambda tmp_path: "/proc/jitgrad-kernel-cache", id="uncreatable"),
+])
+def test_unusable_folder_falls_back_with_one_warning(tmp_path, make_folder):
+    (tmp_path / "blocker-file").write_text("a file, not a folder")
+    folder = make_folder(tmp_path)
+    compiled, _, grad, warned, messages = run_fresh(folder)
+    reference = run_fresh(tmp_path / "good")[2]
+    assert compiled > 0 and grad == reference
+    assert warned == 1
+    assert str(folder) in messages[0] and "JITGRAD_CACHE_DIR" in messages[0]
+
+
+def test_read_only_empty_folder(tmp_path, monkeypatch):
+    """A read-only folder gives one warning, and kernels still compile and run.
+    Root may write into a read-only folder, so there the refusal is made
+    where the write happens, with the error the system would give anyone else."""
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    folder.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    if os.access(folder, os.W_OK):
+        real_mkstemp = cache.tempfile.mkstemp
+
+        def mkstemp(*args, dir=None, **kwargs):
+            if dir == str(folder):
+                raise PermissionError(13, "Permission denied", dir)
+            return real_mkstemp(*args, dir=dir, **kwargs)
+
+        monkeypatch.setattr(cache.tempfile, "mkstemp", mkstemp)
+    monkeypatch.setenv("JITGRAD_CACHE_DIR", str(folder))
+    monkeypatch.setattr(cache, "_unusable", {})
+    source = "import numba\n\n@numba.njit(cache=True)\ndef kernel(x):\n    return x * 3.0\n"
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        first = cache.load(f"cache_test_unwritable_{os.getpid()}", source)
+        second = cache.load(f"cache_test_unwritable2_{os.getpid()}", source + "\n")
+    assert first(np.float64(2.0)) == 6.0 and second(np.float64(1.0)) == 3.0
+    messages = [str(w.message) for w in seen if "kernel cache folder" in str(w.message)]
+    assert len(messages) == 1 and "Permission denied" in messages[0]
+    assert list(folder.iterdir()) == []
+
+
+def test_clear_kernel_cache_on_disk_removes_the_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("JITGRAD_CACHE_DIR", str(tmp_path / "kernels"))
+    jitgrad.ops.elementwise("cache_test_cube", out="x * x * x", x="3 * x * x")(
+        jitgrad.tensor([2.0]))
+    assert (tmp_path / "kernels").is_dir()
+    jitgrad.clear_kernel_cache(disk=True)
+    assert not (tmp_path / "kernels").exists()
