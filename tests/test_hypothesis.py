@@ -131,3 +131,11 @@ def test_random_expressions_double_backward_match_torch(problem, seed):
     th = _double_backward(torch, expr, m.th_leaves, torch.tensor(w))
     for i, (a, b) in enumerate(zip(jg, th)):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-9, err_msg=f"input {i}")
+
+
+def test_fuzz_script_counts_cases_and_fused_groups(capsys):
+    """tests/fuzz_vs_torch.py (the long fuzz run) stays in working order."""
+    import fuzz_vs_torch  # here, not at the top: it imports this module's generator
+    assert fuzz_vs_torch.main(["--cases", "2"]) == 0
+    summary = capsys.readouterr().out.splitlines()[0]
+    assert summary.startswith("2 graphs, 16 cases") and summary.endswith("0 mismatched")
