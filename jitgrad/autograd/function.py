@@ -299,8 +299,20 @@ def _forward_tangents(cls, ctx, args, outputs):
         _state.fw_level[0] = prev
         ctx._in_jvp = False
     res = res if isinstance(res, tuple) else (res,)
+    if len(res) != len(outputs):
+        raise RuntimeError(f"Function's jvp returned an invalid number of forward gradients "
+                           f"(expected {len(outputs)} but got {len(res)})")
+    non_diff = ctx.__dict__.get("non_differentiable", ())
+    for i, (o, t) in enumerate(zip(outputs, res)):
+        if t is None:
+            continue
+        if not isinstance(o, Tensor) or o._data.dtype.kind not in "fc" or _is_one_of(o, non_diff):
+            raise RuntimeError(
+                f"Function's jvp returned a gradient at position {i}, but the corresponding "
+                "forward output is not a differentiable Tensor. You should return None at that "
+                "position instead.")
     for o, t in zip(outputs, res):
-        if isinstance(o, Tensor) and t is not None:
+        if t is not None:
             set_tangent(o, t)
 
 

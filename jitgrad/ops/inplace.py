@@ -117,19 +117,22 @@ def move_history(x, r):
 
 
 def _update_tangent(x, r):
-    """Forward AD through an in-place op: x's tangent becomes r's (through a view,
-    the base's tangent is updated in the view's region)."""
+    """Forward AD through an in-place op: r's tangent is written into x's tangent in
+    place (as torch's), so the tangents of x's base and other views, which share
+    its memory, follow. A plain view gets a region of its base's tangent."""
     from ..autograd.forward_ad import set_tangent
     tangent = r._fw if r._fw is not None else Tensor(np.zeros_like(r._data))
-    base = x._base
-    if base is None:
+    own, base = x._fw, x._base
+    if own is not None and own._data.shape == tangent._data.shape:
+        own._data[...] = tangent._data
+    elif own is None and base is not None:
+        if base._fw is None:
+            set_tangent(base, Tensor(np.zeros_like(base._data)))
+        region = apply_chain(base._fw, x._view_chain)
+        region._data[...] = tangent._data
+        set_tangent(x, region)
+    else:
         set_tangent(x, tangent)
-        return
-    if base._fw is None:
-        set_tangent(base, Tensor(np.zeros_like(base._data)))
-    region = apply_chain(base._fw, x._view_chain)
-    region._data[...] = tangent._data
-    set_tangent(x, region)
 
 
 def inplace_elementwise(op, x, *others):
