@@ -19,8 +19,10 @@ FREED_MESSAGE = (
     "calling backward.")
 
 INFERENCE_SAVE_MESSAGE = (
-    "Inference tensors cannot be saved for backward. To work around you can make a clone to "
-    "get a normal tensor and use it in autograd.")
+    "Inference tensors cannot be saved for backward. Please do not use Tensors created in "
+    "inference mode in computation tracked by autograd. To work around this, you can make a clone "
+    "to get a normal tensor and use it in autograd, or use `jitgrad.no_grad()` instead of "
+    "`jitgrad.inference_mode()`.")
 
 # The tensor an in-place op is about to overwrite: saving it snapshots its data.
 inplace_target = [None]

@@ -93,4 +93,6 @@ def tensor_repr(t):
         suffix.append(f"grad_fn=<{t.grad_fn.name()}>")
     elif t._rg:
         suffix.append("requires_grad=True")
+    if t._fw is not None:  # a dual tensor inside a dual_level
+        suffix.append(f"tangent={tensor_repr(t._fw)}")
     return "tensor(" + body + "".join(", " + s for s in suffix) + ")"

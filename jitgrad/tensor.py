@@ -105,7 +105,7 @@ def describe(arr):
 class Tensor:
     __slots__ = ("_data", "_rg", "grad_fn", "output_nr", "_vc", "_base", "_view_chain", "_grad",
                  "_hooks", "_post_hooks", "_retains_grad", "_accum", "_inference", "_fw",
-                 "_views", "__weakref__")
+                 "_views", "_creation_meta", "__weakref__")
     # Makes numpy hand `ndarray * Tensor` to Tensor.__rmul__.
     __array_priority__ = 1000
 
@@ -124,6 +124,7 @@ class Tensor:
         self._hooks = self._post_hooks = self._accum = self._fw = None
         self._retains_grad = False
         self._inference = _state.local.inference
+        self._creation_meta = None  # how a view was made, when autograd cannot rebase it
 
     # ---- attributes ---------------------------------------------------------
     @property
@@ -168,6 +169,9 @@ class Tensor:
                 "you can only change requires_grad flags of leaf variables. If you want to use a "
                 "computed variable in a subgraph that doesn't require differentiation use "
                 "var_no_grad = var.detach().")
+        if requires_grad and self._inference and not _state.local.inference:
+            raise RuntimeError("Setting requires_grad=True on inference tensor outside InferenceMode "
+                               "is not allowed.")
         if requires_grad and self._data.dtype.kind not in "fc":
             raise RuntimeError(
                 "only Tensors of floating point and complex dtype can require gradients "
@@ -208,7 +212,6 @@ class Tensor:
     def retains_grad(self):
         return self._retains_grad
 
-    @property
     def is_inference(self):
         return self._inference
 

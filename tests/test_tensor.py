@@ -789,3 +789,37 @@ def test_errors_carry_a_fix_hint(case):
     with pytest.raises((RuntimeError, IndexError, TypeError)) as info:
         fn()
     assert hint in str(info.value)
+
+
+@pytest.mark.parametrize("args, kwargs, low, high", [
+    ((5, (40,)), {}, 0, 5),
+    ((2, 5, (40,)), {}, 2, 5),
+    ((5,), {"size": (40,)}, 0, 5),
+    ((2, 5), {"size": (40,)}, 2, 5),
+    ((2,), {"high": 5, "size": (40,)}, 2, 5),
+    ((), {"high": 5, "size": (40,)}, 0, 5),
+    ((), {"low": -3, "high": 0, "size": [40]}, -3, 0),
+])
+def test_randint_signatures(lib, args, kwargs, low, high):
+    t = lib.randint(*args, **kwargs)
+    assert helpers.dtype_name(t) == "int64" and tuple(t.shape) == (40,)
+    values = helpers.to_numpy(t)
+    assert values.min() >= low and values.max() < high
+    f = lib.randint(*args, **kwargs, dtype=lib.float32, requires_grad=True)
+    assert helpers.dtype_name(f) == "float32" and f.requires_grad
+
+
+@pytest.mark.parametrize("args, kwargs, error, message", [
+    ((5,), {}, TypeError, "randint\\(\\) received an invalid combination of arguments"),
+    ((1, 5, (2,)), {"size": (3,)}, TypeError, "received an invalid combination of arguments"),
+    ((5, 2), {}, TypeError, "argument 'size' \\(position 2\\) must be tuple of ints, not int"),
+    ((5.5, (2,)), {}, TypeError, "argument 'high' \\(position 1\\) must be int, not float"),
+    ((3, 3, (2,)), {}, RuntimeError, "random_ expects 'from' to be less than 'to', but got "
+                                     "from=3 >= to=3"),
+    ((-1, (2,)), {}, RuntimeError, "but got from=0 >= to=-1"),
+    ((5, (2,)), {"requires_grad": True}, RuntimeError,
+     "(?i)only Tensors of floating point and complex dtype can require gradients"),
+])
+def test_randint_errors(lib, args, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        lib.randint(*args, **kwargs)

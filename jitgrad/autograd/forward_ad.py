@@ -74,20 +74,28 @@ def set_tangent(t, tangent):
 
 
 def make_dual(tensor, tangent, *, level=None):
-    """A tensor whose primal is `tensor` (a view of it) and whose tangent is `tangent`."""
+    """A tensor whose primal is `tensor` (a view of it) and whose tangent is `tangent`
+    (kept as is, as torch: any floating dtype; in-place ops on the dual write into it)."""
+    if _state.fw_level[0] is None:
+        raise RuntimeError("Trying to create a dual Tensor for forward AD but no level exists, make "
+                           "sure to enter_dual_level() first (`with "
+                           "jitgrad.autograd.forward_ad.dual_level():`).")
     _check_level(level, "make_dual")
     if not isinstance(tensor, Tensor) or not isinstance(tangent, Tensor):
         raise TypeError("make_dual expects a Tensor primal and a Tensor tangent")
+    for role, t in (("primal", tensor), ("tangent", tangent)):
+        if t._data.dtype.kind not in "fc":
+            raise ValueError(f"Expected {role} to be floating point or complex, but got: {t.dtype}")
     if tangent._data.shape != tensor._data.shape:
         raise RuntimeError(
             "Trying to set a forward gradient that has a different size than that of the original "
             f"Tensor, this is not supported. Tensor is of size {list(tensor.shape)} while the "
             f"given forward gradient is of size {list(tangent.shape)}.")
-    if tensor._data.dtype.kind not in "fc":
-        raise ValueError(f"Expected primal to be floating point or complex, but got: {tensor.dtype}")
-    if tangent._data.dtype != tensor._data.dtype:
-        raise RuntimeError(f"Expected tangent to have the same dtype as the primal: got "
-                           f"{tangent.dtype} and {tensor.dtype}")
+    if tangent._fw is not None:
+        raise RuntimeError(
+            f"Setting a forward grad that itself has a forward gradient at the same level "
+            f"{_state.fw_level[0]} is not supported. Pass the tangent's primal instead: "
+            "`unpack_dual(tangent).primal`.")
     out = tensor.view(tensor.shape)
     set_tangent(out, tangent)
     return out

@@ -6,11 +6,14 @@ tensors go through SavedTensor, so version checks, saved-tensor hooks and
 freeing after backward work as for built-in ops.
 """
 import functools
+import sys
+import threading
 
 import numpy as np
 
 from .. import _state
 from .._node import Node, SavedTensor, edge_of
+from ..ops.inplace import VIEW_OF_LEAF_MESSAGE, move_history
 from ..tensor import CPU, CUDA0, Tensor, on_device
 
 
@@ -62,7 +65,8 @@ class BackwardCFunction(FunctionCtx, Node):
             grads = [g if g is not None or m is None else
                      Tensor(on_device(np.zeros(m[0], m[1]), CPU if m[2] is np.ndarray else CUDA0))
                      for g, m in zip(grads, self._out_meta)]
-        result = cls.backward(self, *grads)
+        result = _on_fresh_stack(cls.backward, self, *grads) if _stack_is_deep() else \
+            cls.backward(self, *grads)
         if not isinstance(result, tuple):
             result = (result,)
         n_in = len(self._arg_is_tensor)
@@ -93,6 +97,37 @@ class BackwardCFunction(FunctionCtx, Node):
 
     def name(self):
         return type(self).__name__
+
+
+def _stack_is_deep():
+    """More than a quarter of the interpreter's frame limit is in use: a backward
+    that calls backward (reentrant, torch's checkpointing) nests ~5 frames a level."""
+    try:
+        sys._getframe(sys.getrecursionlimit() // 4)
+    except ValueError:
+        return False
+    return True
+
+
+def _on_fresh_stack(fn, *args):
+    """fn(*args) on a new thread (a new frame stack) with this thread's autograd
+    flags, this thread waiting: deep reentrant backward never hits RecursionError.
+    torch hands reentrant backward past a depth to a worker thread the same way."""
+    flags = dict(vars(_state.local))
+    outcome = {}
+
+    def run():
+        vars(_state.local).update(flags)
+        try:
+            outcome["value"] = fn(*args)
+        except BaseException as exc:  # re-raised in the waiting thread
+            outcome["error"] = exc
+    worker = threading.Thread(target=run, name="jitgrad-reentrant-backward")
+    worker.start()
+    worker.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 class FunctionMeta(type):
@@ -181,19 +216,46 @@ class Function(metaclass=FunctionMeta):
         return outputs[0] if single else outputs
 
 
+def _is_one_of(t, tensors):
+    return any(t is u for u in tensors)
+
+
+def _check_dirty(dirty, args, record):
+    """What torch checks of the tensors forward modified in place (before any wiring)."""
+    for d in dirty:
+        if not _is_one_of(d, args):
+            raise RuntimeError(
+                "ctx.mark_dirty() received a tensor that was not an input. Only input Tensors "
+                "that have been mutated should be passed to ctx.mark_dirty(); return a new tensor "
+                "instead of marking it dirty.")
+        if not record or not d._rg:
+            continue
+        if d._base is None and d.grad_fn is None:
+            raise RuntimeError("a leaf Variable that requires grad has been used in an in-place "
+                               "operation. Clone it before passing it to the Function, or call the "
+                               "Function under `with jitgrad.no_grad():`.")
+        if d._base is not None and d._base._rg and d._base.grad_fn is None:
+            raise RuntimeError(VIEW_OF_LEAF_MESSAGE + " Clone the view before passing it to the "
+                               "Function, or call the Function under `with jitgrad.no_grad():`.")
+
+
 def _wire(ctx, args, outputs, record):
     """Give the outputs their node, save what forward asked for, as torch does."""
     dirty = ctx.__dict__.get("dirty_tensors", ())
     non_diff = ctx.__dict__.get("non_differentiable", ())
+    _check_dirty(dirty, args, record)
     wired = []
     for o in outputs:
-        if isinstance(o, Tensor) and not any(o is d for d in dirty) and any(o is a for a in args):
-            o = o.view(o.shape)  # an input returned as is becomes a fresh alias
-            o.grad_fn, o.output_nr, o._rg = None, 0, False
+        if isinstance(o, Tensor) and not _is_one_of(o, dirty):
+            if _is_one_of(o, args):
+                o = o.view(o.shape)  # an input returned as is becomes a fresh alias
+                o.grad_fn, o.output_nr, o._rg = None, 0, False
+            if o._base is not None:
+                # autograd cannot rebase it through the custom backward: in-place is refused
+                o._creation_meta = "custom_function"
         wired.append(o)
     for d in dirty:
-        if not any(d is a for a in args):
-            raise RuntimeError("mark_dirty() was given a tensor that is not an input of forward")
+        d._vc[0] += 1  # marking dirty is itself a modification, as torch counts it
     if record:
         ctx._edges = tuple(edge_of(a) for a in args if isinstance(a, Tensor))
         ctx._in_meta = tuple((a._data.shape, a._data.dtype, type(a._data)) if a._rg else None
@@ -201,20 +263,26 @@ def _wire(ctx, args, outputs, record):
         ctx._arg_is_tensor = tuple(isinstance(a, Tensor) for a in args)
         ctx._out_meta = tuple((o._data.shape, o._data.dtype, type(o._data)) if isinstance(o, Tensor) else None
                               for o in wired)
+        last_index = {id(o): i for i, o in enumerate(wired)}  # an output returned twice: the last
         for i, o in enumerate(wired):
             if not isinstance(o, Tensor):
                 continue
-            if any(o is n for n in non_diff) or o._data.dtype.kind not in "fc":
+            if _is_one_of(o, non_diff) or o._data.dtype.kind not in "fc":
                 o._rg = False
-                continue
-            o.grad_fn, o.output_nr, o._rg = ctx, i, True
-        ctx._saved = tuple(None if t is None else SavedTensor(t, any(t is o for o in wired))
+            elif _is_one_of(o, dirty):
+                if last_index[id(o)] == i:
+                    new = Tensor(o._data)
+                    new.grad_fn, new.output_nr, new._rg = ctx, i, True
+                    move_history(o, new)
+            else:
+                o.grad_fn, o.output_nr, o._rg = ctx, i, True
+        ctx._saved = tuple(None if t is None else SavedTensor(t, _is_one_of(t, wired))
                            for t in ctx.__dict__.get("to_save", ()))
         ctx.__dict__.pop("to_save", None)
     else:
         for o in wired:
-            if isinstance(o, Tensor) and any(o is d for d in dirty):
-                o._rg = o._rg and not any(o is n for n in non_diff)
+            if isinstance(o, Tensor) and _is_one_of(o, dirty):
+                o._rg = o._rg and not _is_one_of(o, non_diff)
     return tuple(wired)
 
 
@@ -231,8 +299,20 @@ def _forward_tangents(cls, ctx, args, outputs):
         _state.fw_level[0] = prev
         ctx._in_jvp = False
     res = res if isinstance(res, tuple) else (res,)
+    if len(res) != len(outputs):
+        raise RuntimeError(f"Function's jvp returned an invalid number of forward gradients "
+                           f"(expected {len(outputs)} but got {len(res)})")
+    non_diff = ctx.__dict__.get("non_differentiable", ())
+    for i, (o, t) in enumerate(zip(outputs, res)):
+        if t is None:
+            continue
+        if not isinstance(o, Tensor) or o._data.dtype.kind not in "fc" or _is_one_of(o, non_diff):
+            raise RuntimeError(
+                f"Function's jvp returned a gradient at position {i}, but the corresponding "
+                "forward output is not a differentiable Tensor. You should return None at that "
+                "position instead.")
     for o, t in zip(outputs, res):
-        if isinstance(o, Tensor) and t is not None:
+        if t is not None:
             set_tangent(o, t)
 
 

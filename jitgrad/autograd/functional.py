@@ -1,8 +1,10 @@
 """torch.autograd.functional: vjp, jvp, jacobian, hessian, vhp, hvp.
 
 Built on the engine (`grad`) and on forward-mode AD (`forward_ad`): jvp and
-the forward-mode Jacobian push tangents forward; hvp is forward-over-reverse.
+the vectorized Jacobian push tangents forward; hvp is forward-over-reverse.
 Inputs and outputs follow torch's structure: a Tensor or a tuple of Tensors.
+The checks, their order and their messages are torch's (strict mode included):
+a program that runs under torch raises the same errors here.
 """
 import numpy as np
 
@@ -12,6 +14,44 @@ from .engine import grad as _grad
 from .grad_mode import enable_grad
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"]
+
+OUTPUTS = "outputs of the user-provided function"
+V_NONE_OUTPUT = ("The vector v can only be None if the user-provided function returns a single "
+                 "Tensor with a single element.")
+V_NONE_INPUT = ("The vector v can only be None if the input to the user-provided function is a "
+                "single Tensor with a single element.")
+INDEPENDENT = ("The output of the user-provided function is independent of input {i}. This is "
+               "not allowed in strict mode.")
+# strict mode: a value that does not require grad, by what it is (torch's _check_requires_grad)
+CONSTANT = {
+    "outputs": ("Output {i} of the user-provided function does not require gradients. The outputs "
+                "must be computed in a differentiable manner from the input when running in strict "
+                "mode."),
+    "grad_inputs": ("The gradient with respect to input {i} is independent of the inputs of the "
+                    "user-provided function. This is not allowed in strict mode."),
+    "jacobian": ("While computing the hessian, found that the jacobian of the user-provided "
+                 "function with respect to input {i} is independent of the input. This is not "
+                 "allowed in strict mode. You should ensure that your function is twice "
+                 "differentiable and that the jacobian depends on the inputs (this would be "
+                 "violated by a linear function for example)."),
+}
+# strict mode: a missing gradient, by the pass that found it (torch's _fill_in_zeros)
+MISSING = {
+    "back": INDEPENDENT,
+    "back_trick": ("The gradient with respect to the input is independent of entry {i} in the "
+                   "grad_outputs when using the double backward trick to compute forward mode "
+                   "gradients. This is not allowed in strict mode."),
+    "double_back": ("The jacobian of the user-provided function is independent of input {i}. This "
+                    "is not allowed in strict mode."),
+    "double_back_trick": ("The hessian of the user-provided function is independent of entry {i} "
+                          "in the grad_jacobian. This is not allowed in strict mode as it prevents "
+                          "from using the double backward trick to replace forward mode AD."),
+}
+CONSTANT_WITH_GRAPH = ("The {what} of the user-provided function is independent of input {i}. This "
+                       "is not allowed in strict mode when create_graph=True.")
+STRATEGY_MESSAGE = ('Expected strategy to be either "forward-mode" or "reverse-mode". Hint: If your '
+                    'function has more outputs than inputs, "forward-mode" tends to be more '
+                    'performant. Otherwise, prefer to use "reverse-mode".')
 
 
 def _as_tuple(x, arg_name, fn_name):
@@ -27,188 +67,197 @@ def _as_tuple(x, arg_name, fn_name):
     return is_tuple, xs
 
 
-def _prepare(inputs, create_graph):
-    """Fresh leaves that require grad (views keeping history when create_graph)."""
-    out = []
-    for t in inputs:
-        if create_graph and t.requires_grad:
-            out.append(t.view(t.shape))
-        else:
-            out.append(t.detach().requires_grad_(t._data.dtype.kind in "fc"))
-    return tuple(out)
+def _grad_preprocess(inputs, create_graph, need_graph):
+    """Fresh tensors: views keeping history when create_graph (so the user's tensors
+    captured by func stay distinct from the inputs), else detached leaves."""
+    return tuple(t.view(t.shape) if create_graph and t.requires_grad else
+                 t.detach().requires_grad_(need_graph and t._data.dtype.kind in "fc")
+                 for t in inputs)
 
 
-def _outputs(res, fn_name):
-    is_tuple, outs = _as_tuple_out(res, fn_name)
-    return is_tuple, outs
+def _grad_postprocess(values, create_graph):
+    return values if create_graph else tuple(v.detach() for v in values)
 
 
-def _as_tuple_out(res, fn_name):
-    is_tuple = isinstance(res, tuple)
-    outs = res if is_tuple else (res,)
-    for t in outs:
-        if not isinstance(t, Tensor):
-            raise TypeError(f"The outputs of the user-provided function given to {fn_name} must be "
-                            f"either a Tensor or a tuple of Tensors but the given outputs of the "
-                            f"user-provided function has type {type(res if not is_tuple else t)}.")
-    return is_tuple, outs
+def _tuple_postprocess(res, is_outer_tuple, is_inner_tuple=None):
+    if is_inner_tuple is not None and not is_inner_tuple:
+        res = tuple(r[0] for r in res)
+    return res if is_outer_tuple else res[0]
 
 
-def _check_differentiable(outputs, strict):
+def _checked_v(v, other, is_other_tuple, fn_name, create_graph, none_message):
+    """v as a tuple matching `other`; ones where v is None and allowed to be."""
+    if v is None:
+        if len(other) != 1 or other[0]._data.size != 1:
+            raise RuntimeError(none_message)
+        return (Tensor(np.ones(other[0]._data.shape, other[0]._data.dtype, like=other[0]._data)),)
+    _, v = _as_tuple(v, "v", fn_name)
+    v = _grad_preprocess(v, create_graph, need_graph=False)
+    if len(v) != len(other):
+        if is_other_tuple:
+            raise RuntimeError(f"v is a tuple of invalid length: should be {len(other)} but got "
+                               f"{len(v)}.")
+        raise RuntimeError("The given v should contain a single Tensor.")
+    for i, (a, b) in enumerate(zip(v, other)):
+        if a._data.shape != b._data.shape:
+            entry = f"Entry {i} in " if is_other_tuple else ""
+            raise RuntimeError(f"{entry}v has invalid size: should be {b.shape} but got {a.shape}.")
+    return v
+
+
+def _check_requires_grad(values, kind, strict):
     if strict:
-        for i, o in enumerate(outputs):
-            if not o.requires_grad:
-                raise RuntimeError(f"Output {i} of the user-provided function does not require "
-                                   "gradients. The outputs must be computed in a differentiable "
-                                   "manner from the input when running in strict mode.")
+        for i, t in enumerate(values):
+            if t is None:
+                raise RuntimeError(INDEPENDENT.format(i=i))
+            if not t.requires_grad:
+                raise RuntimeError(CONSTANT[kind].format(i=i))
 
 
-def _grads(outputs, inputs, grad_outputs, create_graph, retain_graph=None):
+def _check_single_output(is_tuple, outputs, fn_name):
+    if is_tuple:
+        raise RuntimeError(f"The function given to {fn_name} should return a single Tensor")
+    if outputs[0]._data.size != 1:
+        raise RuntimeError(f"The Tensor returned by the function given to {fn_name} should contain "
+                           "a single element")
+
+
+def _autograd_grad(outputs, inputs, grad_outputs=None, create_graph=False, retain_graph=None):
     """autograd.grad over the outputs that require grad; None where independent."""
-    pairs = [(o, g) for o, g in zip(outputs, grad_outputs) if o.requires_grad]
+    if grad_outputs is None:
+        grad_outputs = (None,) * len(outputs)
+    pairs = [(o, g) for o, g in zip(outputs, grad_outputs) if o is not None and o.requires_grad]
     if not pairs:
         return (None,) * len(inputs)
     return _grad([o for o, _ in pairs], inputs, [g for _, g in pairs], create_graph=create_graph,
-                 retain_graph=create_graph if retain_graph is None else retain_graph,
-                 allow_unused=True)
+                 retain_graph=retain_graph, allow_unused=True)
 
 
-def _fill(grads, refs, strict, what, create_graph):
+def _fill_in_zeros(grads, refs, strict, create_graph, stage):
     out = []
     for i, (g, ref) in enumerate(zip(grads, refs)):
         if g is None:
             if strict:
-                raise RuntimeError(f"The {what} is independent of input {i}. This is not allowed "
-                                   "in strict mode.")
+                raise RuntimeError(MISSING[stage].format(i=i))
             g = Tensor(np.zeros(ref._data.shape, ref._data.dtype, like=ref._data))
-        elif not create_graph:
-            g = g.detach()
+        elif strict and create_graph and not g.requires_grad:
+            what = "hessian" if "double" in stage else "jacobian"
+            raise RuntimeError(CONSTANT_WITH_GRAPH.format(what=what, i=i))
         out.append(g)
     return tuple(out)
 
 
-def _check_v(v, refs, name, fn_name):
-    if v is None:
-        if len(refs) != 1 or refs[0]._data.size != 1:
-            raise RuntimeError(f"The vector v can only be None if the {name} to the user-provided "
-                               "function is a single Tensor with a single element.")
-        return (Tensor(np.ones(refs[0]._data.shape, refs[0]._data.dtype, like=refs[0]._data)),)
-    _, vs = _as_tuple(v, "v", fn_name)
-    if len(vs) != len(refs):
-        raise RuntimeError(f"v is a tuple of invalid length: should be {len(refs)} but got "
-                           f"{len(vs)}.")
-    for i, (a, b) in enumerate(zip(vs, refs)):
-        if a._data.shape != b._data.shape:
-            raise RuntimeError(f"Entry {i} in v has invalid size: should be {list(b.shape)} but "
-                               f"got {list(a.shape)}.")
-    return vs
-
-
-def _ret(values, is_tuple):
-    return values if is_tuple else values[0]
-
-
 def vjp(func, inputs, v=None, create_graph=False, strict=False):
-    """(func(inputs), v^T J)."""
-    in_tuple, xs = _as_tuple(inputs, "inputs", "vjp")
+    """(func(inputs), v^T J), by one backward pass."""
     with enable_grad():
-        xs = _prepare(xs, create_graph)
-        out_tuple, outs = _as_tuple_out(func(*xs), "vjp")
-        _check_differentiable(outs, strict)
-        vs = _check_v(v, outs, "outputs", "vjp")
-        grads = _grads(outs, xs, vs, create_graph)
-    grads = _fill(grads, xs, strict, "output of the user-provided function", create_graph)
-    outs = tuple(o if create_graph else o.detach() for o in outs)
-    return _ret(outs, out_tuple), _ret(grads, in_tuple)
+        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "vjp")
+        inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
+        is_outputs_tuple, outputs = _as_tuple(func(*inputs), OUTPUTS, "vjp")
+        _check_requires_grad(outputs, "outputs", strict)
+        v = _checked_v(v, outputs, is_outputs_tuple, "vjp", create_graph, V_NONE_OUTPUT)
+        grads = _autograd_grad(outputs, inputs, v, create_graph=create_graph)
+        vjp_ = _fill_in_zeros(grads, inputs, strict, create_graph, "back")
+    return (_tuple_postprocess(_grad_postprocess(outputs, create_graph), is_outputs_tuple),
+            _tuple_postprocess(_grad_postprocess(vjp_, create_graph), is_inputs_tuple))
 
 
 def jvp(func, inputs, v=None, create_graph=False, strict=False):
-    """(func(inputs), J v), pushed forward with dual tensors."""
-    in_tuple, xs = _as_tuple(inputs, "inputs", "jvp")
-    vs = _check_v(v, xs, "input", "jvp")
+    """(func(inputs), J v), pushed forward with dual tensors. With strict=True it is
+    torch's double-backward trick instead: its checks need the reverse graph."""
     with enable_grad():
-        if create_graph:
-            xs = _prepare(xs, True)
-        with fwAD.dual_level():
-            duals = tuple(fwAD.make_dual(x if create_graph else x.detach(), t)
-                          for x, t in zip(xs, vs))
-            out_tuple, outs = _as_tuple_out(func(*duals), "jvp")
-            pairs = [fwAD.unpack_dual(o) for o in outs]
-    tangents = []
-    for i, (primal, tangent) in enumerate(pairs):
-        if tangent is None:
-            if strict:
-                raise RuntimeError(f"The output of the user-provided function is independent of "
-                                   f"input {i}. This is not allowed in strict mode.")
-            tangent = Tensor(np.zeros(primal._data.shape, primal._data.dtype, like=primal._data))
-        tangents.append(tangent if create_graph else tangent.detach())
-    primals = tuple(p if create_graph else p.detach() for p, _ in pairs)
-    return _ret(primals, out_tuple), _ret(tuple(tangents), out_tuple)
+        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jvp")
+        inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
+        v = _checked_v(v, inputs, is_inputs_tuple, "jvp", create_graph, V_NONE_INPUT)
+        if strict:
+            is_outputs_tuple, outputs, jvp_ = _jvp_double_backward(func, inputs, v, create_graph)
+        else:
+            with fwAD.dual_level():
+                # without create_graph nothing needs recording: plain primals are faster
+                duals = tuple(fwAD.make_dual(x if create_graph else x.detach(), t)
+                              for x, t in zip(inputs, v))
+                is_outputs_tuple, outputs = _as_tuple(func(*duals), OUTPUTS, "jvp")
+                pairs = [fwAD.unpack_dual(o) for o in outputs]
+            outputs = tuple(p for p, _ in pairs)
+            jvp_ = _fill_in_zeros([t for _, t in pairs], outputs, False, create_graph, "back_trick")
+    return (_tuple_postprocess(_grad_postprocess(outputs, create_graph), is_outputs_tuple),
+            _tuple_postprocess(_grad_postprocess(jvp_, create_graph), is_outputs_tuple))
+
+
+def _jvp_double_backward(func, inputs, v, create_graph):
+    """J v as the gradient, with respect to u, of (u^T J) v (torch's jvp, strict)."""
+    is_outputs_tuple, outputs = _as_tuple(func(*inputs), OUTPUTS, "jvp")
+    _check_requires_grad(outputs, "outputs", True)
+    # backward is linear in grad_outputs: their value never reaches the result
+    grad_outputs = tuple(Tensor(np.zeros(o._data.shape, o._data.dtype, like=o._data),
+                                requires_grad=True) for o in outputs)
+    grad_inputs = _autograd_grad(outputs, inputs, grad_outputs, create_graph=True)
+    _check_requires_grad(grad_inputs, "grad_inputs", True)
+    grads = _autograd_grad(grad_inputs, grad_outputs, v, create_graph=create_graph)
+    return is_outputs_tuple, outputs, _fill_in_zeros(grads, outputs, True, create_graph,
+                                                     "back_trick")
 
 
 def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
              strategy="reverse-mode"):
     """The Jacobian: J[i][j] has shape outputs[i].shape + inputs[j].shape."""
     if strategy not in ("reverse-mode", "forward-mode"):
-        raise ValueError('Expected strategy to be either "forward-mode" or "reverse-mode". Hint: '
-                         'If your function has more outputs than inputs, "forward-mode" tends to '
-                         'be more performant. Otherwise, prefer to use "reverse-mode".')
+        raise AssertionError(STRATEGY_MESSAGE)
     if strategy == "forward-mode":
         if create_graph:
-            raise NotImplementedError("torch.autograd.functional.jacobian: `create_graph=True` "
+            raise NotImplementedError("jitgrad.autograd.functional.jacobian: `create_graph=True` "
                                       'and `strategy="forward-mode"` are not supported together '
                                       "(yet). Please either set `create_graph=False` or "
                                       '`strategy="reverse-mode"`.')
+        if strict:
+            raise RuntimeError('jitgrad.autograd.functional.jacobian: `strict=True` and '
+                               '`strategy="forward-mode"` are not supported together (yet). '
+                               'Please either set `strict=False` or `strategy="reverse-mode"`.')
+        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
         if not vectorize:
-            raise NotImplementedError('torch.autograd.functional.jacobian: `strategy="forward-mode"` '
-                                      "requires `vectorize=True`.")
-    in_tuple, xs = _as_tuple(inputs, "inputs", "jacobian")
-    if vectorize and not create_graph:
-        # all rows at once: one forward pass per input with a batch of tangents
-        rows = _jacobian_forward(func, xs, strict)
+            raise NotImplementedError("Computing Jacobian using forward-AD or forward-over-reverse "
+                                      "Hessian is only implemented for `vectorize=True`.")
+        is_outputs_tuple, blocks = _jacobian_forward(func, inputs, False)
     else:
-        rows = _jacobian_reverse(func, xs, create_graph, strict)
-    out_tuple, blocks = rows
-    if out_tuple and in_tuple:
-        return blocks
-    if out_tuple:
-        return tuple(b[0] for b in blocks)
-    if in_tuple:
-        return blocks[0]
-    return blocks[0][0]
+        with enable_grad():
+            is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
+            if vectorize and not create_graph:
+                # all rows at once: one forward pass per input with a batch of tangents
+                is_outputs_tuple, blocks = _jacobian_forward(func, inputs, strict)
+            else:
+                is_outputs_tuple, blocks = _jacobian_reverse(func, inputs, create_graph, strict)
+    return _tuple_postprocess(blocks, is_outputs_tuple, is_inputs_tuple)
 
 
-def _jacobian_reverse(func, xs, create_graph, strict):
-    with enable_grad():
-        xs = _prepare(xs, create_graph)
-        out_tuple, outs = _as_tuple_out(func(*xs), "jacobian")
-        _check_differentiable(outs, strict)
-        blocks = []
-        for i, o in enumerate(outs):
-            flat = o.reshape(-1)
-            rows = [[] for _ in xs]
-            for k in range(flat.shape[0]):
-                if flat.requires_grad:
-                    gs = _grad(flat[k], xs, retain_graph=True, create_graph=create_graph,
-                               allow_unused=True)
-                else:
-                    gs = (None,) * len(xs)
-                for j, (g, x) in enumerate(zip(gs, xs)):
-                    if g is None:
-                        if strict:
-                            raise RuntimeError(f"Output {i} of the user-provided function is "
-                                               f"independent of input {j}. This is not allowed "
-                                               "in strict mode.")
-                        g = Tensor(np.zeros(x._data.shape, x._data.dtype, like=x._data))
-                    rows[j].append(g if create_graph else g.detach())
-            blocks.append(tuple(_stack(r, o.shape + x.shape, o, x) for r, x in zip(rows, xs)))
-    return out_tuple, tuple(blocks)
+def _jacobian_reverse(func, inputs, create_graph, strict):
+    inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
+    is_outputs_tuple, outputs = _as_tuple(func(*inputs), OUTPUTS, "jacobian")
+    _check_requires_grad(outputs, "outputs", strict)
+    blocks = []
+    for i, out in enumerate(outputs):
+        flat = out.reshape(-1)
+        rows = [[] for _ in inputs]
+        for k in range(flat.shape[0]):
+            vj = _autograd_grad((flat[k],), inputs, retain_graph=True, create_graph=create_graph)
+            for j, (g, x) in enumerate(zip(vj, inputs)):
+                if g is None:
+                    if strict:
+                        raise RuntimeError(f"Output {i} of the user-provided function is "
+                                           f"independent of input {j}. This is not allowed in "
+                                           "strict mode.")
+                    g = Tensor(np.zeros(x._data.shape, x._data.dtype, like=x._data))
+                elif strict and create_graph and not g.requires_grad:
+                    # (torch names the output's index here)
+                    raise RuntimeError(CONSTANT_WITH_GRAPH.format(what="jacobian", i=i))
+                rows[j].append(g)
+        blocks.append(tuple(_stack(r, out.shape + x.shape, out, x) for r, x in zip(rows, inputs)))
+    return is_outputs_tuple, tuple(_grad_postprocess(b, create_graph) for b in blocks)
 
 
 def _jacobian_forward(func, xs, strict):
     """Forward mode with a batch of tangents: for input j, the whole identity
     (n_j tangents) goes through func in one pass; its tangent is J[:, j]."""
-    xs = tuple(x.detach() for x in xs)
+    # strict mode must see which outputs depend on the inputs: inputs that require grad
+    xs = _grad_preprocess(xs, False, need_graph=strict)
     blocks, out_tuple = None, False
     for j, x in enumerate(xs):
         n, shape = x._data.size, x._data.shape
@@ -216,7 +265,8 @@ def _jacobian_forward(func, xs, strict):
         with fwAD.dual_level():
             duals = tuple(fwAD.make_batched_dual(y, eye) if i == j else y
                           for i, y in enumerate(xs))
-            out_tuple, outs = _as_tuple_out(func(*duals), "jacobian")
+            out_tuple, outs = _as_tuple(func(*duals), OUTPUTS, "jacobian")
+            _check_requires_grad(outs, "outputs", strict)
             tans = [fwAD.unpack_dual(o) for o in outs]
         if blocks is None:
             blocks = [[None] * len(xs) for _ in outs]
@@ -241,80 +291,66 @@ def _stack(rows, shape, o, x):
 
 def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
             outer_jacobian_strategy="reverse-mode"):
-    """The Hessian of a function with a single-element output."""
-    in_tuple, xs = _as_tuple(inputs, "inputs", "hessian")
+    """The Hessian of a function with a single-element output: the Jacobian of its
+    gradient (forward-over-reverse in one pass with vectorize=True)."""
+    is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "hessian")
+    if outer_jacobian_strategy not in ("reverse-mode", "forward-mode"):
+        raise AssertionError('Expected strategy to be either "forward-mode" or "reverse-mode".')
+
+    def single_output(*ins):
+        is_tuple, outs = _as_tuple(func(*ins), OUTPUTS, "hessian")
+        _check_requires_grad(outs, "outputs", strict)
+        _check_single_output(is_tuple, outs, "hessian")
+        return outs[0].reshape(())
 
     def gradient(*ins):
         # (the vectorized outer Jacobian passes fresh dual views: make them leaves)
         ins = tuple(i if i.requires_grad else i.requires_grad_() for i in ins)
         with enable_grad():
-            return _gradient(ins)
+            jac = jacobian(single_output, ins, create_graph=True)
+        _check_requires_grad(jac, "jacobian", strict)
+        return jac
 
-    def _gradient(ins):
-        out = func(*ins)
-        _, outs = _as_tuple_out(out, "hessian")
-        if len(outs) != 1 or outs[0]._data.size != 1:
-            raise RuntimeError("The function given to hessian should return a single Tensor "
-                               "with a single element")
-        gs = _grad(outs[0].reshape(()), ins, create_graph=True, allow_unused=True)
-        return tuple(g if g is not None else Tensor(np.zeros(x._data.shape, x._data.dtype, like=x._data))
-                     for g, x in zip(gs, ins))
-
-    res = jacobian(gradient, xs, create_graph=create_graph, strict=strict, vectorize=vectorize,
+    res = jacobian(gradient, inputs, create_graph=create_graph, strict=strict, vectorize=vectorize,
                    strategy=outer_jacobian_strategy)
-    if not in_tuple:
-        return res[0][0] if isinstance(res[0], tuple) else res[0]
-    return res
+    return _tuple_postprocess(res, is_inputs_tuple, is_inputs_tuple)
 
 
-def _scalar_output(func, xs, fn_name):
-    out = func(*xs)
-    _, outs = _as_tuple_out(out, fn_name)
-    if len(outs) != 1 or outs[0]._data.size != 1:
-        raise RuntimeError(f"The function given to {fn_name} should return a single Tensor with a "
-                           "single element.")
-    return outs[0]
+def _scalar_function_gradient(func, inputs, v, fn_name, strict):
+    """(outputs, is_tuple, gradient of the single-element output with a graph)."""
+    is_outputs_tuple, outputs = _as_tuple(func(*inputs), OUTPUTS, fn_name)
+    _check_requires_grad(outputs, "outputs", strict)
+    _check_single_output(is_outputs_tuple, outputs, fn_name)
+    jac = _autograd_grad(outputs, inputs, create_graph=True)
+    _check_requires_grad(jac, "jacobian", strict)
+    return is_outputs_tuple, outputs, jac
 
 
 def vhp(func, inputs, v=None, create_graph=False, strict=False):
-    """(func(inputs), v^T H): the gradient of <grad func, v>."""
-    in_tuple, xs = _as_tuple(inputs, "inputs", "vhp")
-    vs = _check_v(v, xs, "input", "vhp")
+    """(func(inputs), v^T H): the gradient of <grad func, v> (reverse over reverse)."""
     with enable_grad():
-        xs = _prepare(xs, create_graph)
-        out = _scalar_output(func, xs, "vhp")
-        gs = _grad(out.reshape(()), xs, create_graph=True, allow_unused=True)
-        if strict and any(g is None for g in gs):
-            raise RuntimeError("The output of the user-provided function is independent of "
-                               f"input {[g is None for g in gs].index(True)}. This is not "
-                               "allowed in strict mode.")
-        used = [(g, t) for g, t in zip(gs, vs) if g is not None and g.requires_grad]
-        if used:
-            res = _grad([g for g, _ in used], xs, [t for _, t in used],
-                        create_graph=create_graph, allow_unused=True)
-        else:
-            res = (None,) * len(xs)
-    res = _fill(res, xs, strict, "Hessian-vector product of the user-provided function",
-                create_graph)
-    return (out if create_graph else out.detach()), _ret(res, in_tuple)
+        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "vhp")
+        inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
+        v = _checked_v(v, inputs, is_inputs_tuple, "vhp", create_graph, V_NONE_INPUT)
+        is_outputs_tuple, outputs, jac = _scalar_function_gradient(func, inputs, v, "vhp", strict)
+        grads = _autograd_grad(jac, inputs, v, create_graph=create_graph)
+        vhp_ = _fill_in_zeros(grads, inputs, strict, create_graph, "double_back")
+    return (_tuple_postprocess(_grad_postprocess(outputs, create_graph), is_outputs_tuple),
+            _tuple_postprocess(_grad_postprocess(vhp_, create_graph), is_inputs_tuple))
 
 
 def hvp(func, inputs, v=None, create_graph=False, strict=False):
-    """(func(inputs), H v), forward-over-reverse: the tangent of the gradient."""
-    in_tuple, xs = _as_tuple(inputs, "inputs", "hvp")
-    vs = _check_v(v, xs, "input", "hvp")
+    """(func(inputs), H v), forward over reverse: the tangent of the gradient."""
     with enable_grad():
-        xs = _prepare(xs, create_graph)
+        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "hvp")
+        inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
+        v = _checked_v(v, inputs, is_inputs_tuple, "hvp", create_graph, V_NONE_INPUT)
         with fwAD.dual_level():
-            duals = tuple(fwAD.make_dual(x, t) for x, t in zip(xs, vs))
-            out = _scalar_output(func, duals, "hvp")
-            gs = _grad(out.reshape(()), duals, create_graph=True, allow_unused=True)
-            tangents = [None if g is None else fwAD.unpack_dual(g).tangent for g in gs]
-            primal = fwAD.unpack_dual(out).primal
-    if strict and any(g is None for g in gs):
-        raise RuntimeError("The output of the user-provided function is independent of input "
-                           f"{[g is None for g in gs].index(True)}. This is not allowed in "
-                           "strict mode.")
-    res = _fill(tangents, xs, strict, "Hessian-vector product of the user-provided function",
-                create_graph)
-    return (primal if create_graph else primal.detach()), _ret(res, in_tuple)
+            duals = tuple(fwAD.make_dual(x, t) for x, t in zip(inputs, v))
+            is_outputs_tuple, outputs, jac = _scalar_function_gradient(func, duals, v, "hvp",
+                                                                       strict)
+            tangents = [None if g is None else fwAD.unpack_dual(g).tangent for g in jac]
+            outputs = (fwAD.unpack_dual(outputs[0]).primal,)
+        hvp_ = _fill_in_zeros(tangents, inputs, strict, create_graph, "double_back_trick")
+    return (_tuple_postprocess(_grad_postprocess(outputs, create_graph), is_outputs_tuple),
+            _tuple_postprocess(_grad_postprocess(hvp_, create_graph), is_inputs_tuple))

@@ -1,12 +1,18 @@
 """Grad modes: thread-local flags in _state, changed only by context managers
 (also usable as decorators) that restore the previous value."""
 import functools
+import inspect
 
 from .. import _state
 
 
 class _Mode:
-    """Base: a context manager that is also a decorator (a fresh instance per call)."""
+    """Base: a context manager that is also a decorator (a fresh instance per call).
+
+    A decorated generator function or coroutine function runs each step (up to
+    the next `yield` or `await`) in the mode, and the caller's mode between
+    steps, so the mode never leaks out of a suspended body; `close()` and
+    exceptions thrown in also run in the mode."""
 
     def __new__(cls, *args, **kwargs):
         # `@no_grad` without parentheses, as torch allows
@@ -15,6 +21,17 @@ class _Mode:
         return super().__new__(cls)
 
     def __call__(self, fn):
+        if inspect.isgeneratorfunction(fn):
+            @functools.wraps(fn)
+            def generator(*args, **kwargs):
+                return (yield from _steps_in_mode(self.clone, fn(*args, **kwargs)))
+            return generator
+        if inspect.iscoroutinefunction(fn):
+            @functools.wraps(fn)
+            async def coroutine(*args, **kwargs):
+                return await _AwaitSteps(_steps_in_mode(self.clone, fn(*args, **kwargs)))
+            return coroutine
+
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             with self.clone():
@@ -61,6 +78,11 @@ class set_grad_enabled(_Mode):
         self.mode = bool(mode)
         _state.local.grad_enabled = self.mode
 
+    def __call__(self, fn):
+        # As a decorator the mode applies to calls only: undo the change __init__ made.
+        _state.local.grad_enabled = self.prev
+        return super().__call__(fn)
+
     def clone(self):
         return set_grad_enabled(self.mode)
 
@@ -73,7 +95,8 @@ class set_grad_enabled(_Mode):
 
 class inference_mode(_Mode):
     """Like no_grad, and tensors made inside are inference tensors: they cannot be
-    saved for backward later."""
+    saved for backward later. `inference_mode(False)` turns both off: it records,
+    even inside `no_grad` (as torch's)."""
 
     def __new__(cls, mode=True):
         if callable(mode):  # bare `@inference_mode`
@@ -93,16 +116,45 @@ class inference_mode(_Mode):
     def __enter__(self):
         loc = _state.local
         self.prev = (loc.grad_enabled, loc.inference)
-        if self.mode:
-            loc.grad_enabled, loc.inference = False, True
-        else:
-            loc.inference = False
+        loc.grad_enabled, loc.inference = not self.mode, self.mode
 
     def __exit__(self, *exc):
         _state.local.grad_enabled, _state.local.inference = self.prev
 
 
 _BARE_DECORATORS = (no_grad, enable_grad)
+
+
+def _steps_in_mode(make_mode, steps):
+    """Drive a generator or coroutine one step at a time, each step inside a
+    fresh `make_mode()` context; yields what it yields, returns what it returns."""
+    advance, value = steps.send, None
+    while True:
+        try:
+            with make_mode():
+                yielded = advance(value)
+        except StopIteration as stop:
+            return stop.value
+        try:
+            value = yield yielded
+            advance = steps.send
+        except GeneratorExit:
+            with make_mode():
+                steps.close()
+            raise
+        except BaseException as exc:  # thrown in by the caller: deliver it in the mode
+            advance, value = steps.throw, exc
+
+
+class _AwaitSteps:
+    """An awaitable over a step driver, so a coroutine's awaits pass through it."""
+    __slots__ = ("steps",)
+
+    def __init__(self, steps):
+        self.steps = steps
+
+    def __await__(self):
+        return self.steps
 
 
 def is_grad_enabled():

@@ -211,12 +211,48 @@ def randn(*size, dtype=None, device=None, requires_grad=False, generator=None):
     return _finish(_gen.rng.standard_normal(_size(size)).astype(np_dt), None, device, requires_grad)
 
 
-def randint(low=0, high=None, size=None, dtype=None, device=None, requires_grad=False):
-    if high is None:
-        low, high = 0, low
-    if size is None:
-        raise TypeError("randint() missing required argument 'size'")
-    arr = _gen.rng.integers(low, high, size=_size((size,)), dtype=np.int64)
+# randint's two signatures, as torch's: the upper bound alone, or both bounds
+RANDINT_FORMS = (("high", "size"), ("low", "high", "size"))
+
+
+def randint(*args, low=None, high=None, size=None, dtype=None, device=None, requires_grad=False):
+    """Random integers in [low, high), int64 unless `dtype` says otherwise:
+    `randint(high, size)` or `randint(low, high, size)`, as torch (any of them
+    may be given by keyword).
+
+    >>> import jitgrad
+    >>> jitgrad.randint(3, (2, 4)).shape
+    jitgrad.Size([2, 4])
+    >>> sorted(set(jitgrad.randint(5, 8, size=(100,)).tolist()))
+    [5, 6, 7]
+    """
+    values = {"low": low, "high": high, "size": size}
+    # both bounds when low is named or three values are given in all
+    given = len(args) + (high is not None) + (size is not None)
+    form = RANDINT_FORMS[1] if low is not None or given == 3 else RANDINT_FORMS[0]
+    clash = any(values[name] is not None for name in form[:len(args)])
+    values.update(zip(form, args))
+    if clash or len(args) > len(form) or values["high"] is None or values["size"] is None:
+        got = [type(a).__name__ for a in args] + [f"{k}={type(v).__name__}" for k, v in
+                                                 (("low", low), ("high", high), ("size", size))
+                                                 if v is not None]
+        raise TypeError(f"randint() received an invalid combination of arguments - got "
+                        f"({', '.join(got)}), but expected one of: (int high, tuple of ints size) "
+                        "or (int low, int high, tuple of ints size)")
+    for position, name in enumerate(form, 1):
+        v = values[name]
+        if name == "size":
+            if not isinstance(v, (tuple, list)) or not all(isinstance(n, (int, np.integer)) for n in v):
+                raise TypeError(f"randint(): argument 'size' (position {position}) must be tuple of "
+                                f"ints, not {type(v).__name__}")
+        elif not isinstance(v, (int, np.integer)) or isinstance(v, bool):
+            raise TypeError(f"randint(): argument '{name}' (position {position}) must be int, not "
+                            f"{type(v).__name__}")
+    low, high = values["low"] or 0, values["high"]
+    if low >= high:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= "
+                           f"to={high}")
+    arr = _gen.rng.integers(low, high, size=_size((values["size"],)), dtype=np.int64)
     return _finish(arr, dtype, device, requires_grad)
 
 

@@ -16,6 +16,19 @@ from .shape import apply_chain
 
 MULTI_VIEW_NODES = ("SplitBackward0", "SplitWithSizesBackward0", "UnbindBackward0")
 LEAF_MESSAGE = "a leaf Variable that requires grad is being used in an in-place operation."
+# Views that an in-place op may not rebase, by how they were made (torch's CreationMeta).
+VIEW_CREATION_HINTS = {
+    "inference_mode": (
+        " Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify "
+        "your code by moving both the view and the inplace either both inside the inference_mode "
+        "block (if you don't want the inplace to be tracked) or both outside (if you want the "
+        "inplace to be tracked)."),
+    "custom_function": (
+        " This view was created inside a custom Function (or because an input was returned "
+        "as-is) and the autograd logic to handle view+inplace would override the custom backward "
+        "associated with the custom Function, leading to incorrect gradients. This behavior is "
+        "forbidden. You can fix this by cloning the output of the custom Function."),
+}
 VIEW_OF_LEAF_MESSAGE = ("a view of a leaf Variable that requires grad is being used in an in-place "
                         "operation.")
 
@@ -29,6 +42,7 @@ def check_writable(x):
             "Inplace update to inference tensor outside InferenceMode is not allowed.You can make "
             "a clone to get a normal tensor before doing inplace update.See "
             "https://github.com/pytorch/rfcs/pull/17 for more details.")
+    check_view_creation(x, False)
     if loc.grad_enabled:
         if x._rg and x._base is not None and type(x.grad_fn).__name__ in MULTI_VIEW_NODES:
             raise RuntimeError(
@@ -47,6 +61,25 @@ def check_writable(x):
         loc.mutation_ctx.before_mutation(x)
 
 
+def check_view_creation(x, recorded):
+    """A view made in inference mode or by a custom Function may not be written by
+    an op autograd records (or would record, as its base requires grad)."""
+    if x._creation_meta is not None and (recorded or (_state.local.grad_enabled and x._base._rg)):
+        raise RuntimeError(_view_creation_message(x, "is being"))
+
+
+def _view_creation_message(x, modified):
+    meta = x._creation_meta
+    if meta == "inference_mode":
+        head = f"A view was created in inference mode and {modified} modified inplace in normal mode."
+    elif x.grad_fn is None:
+        head = (f"A view was created in no_grad mode and {modified} modified inplace with grad mode "
+                "enabled.")
+    else:
+        head = f"Output {x.output_nr} of {x.grad_fn.name()} is a view and {modified} modified inplace."
+    return head + VIEW_CREATION_HINTS[meta]
+
+
 def apply_inplace(x, compute):
     """Run `compute(x)` (an out-of-place Tensor result) and store it into x."""
     check_writable(x)
@@ -55,6 +88,7 @@ def apply_inplace(x, compute):
         r = compute(x)
     finally:
         inplace_target[0] = None
+    check_view_creation(x, r._rg)
     rd = r._data
     if rd.shape != x._data.shape:
         if np.broadcast_shapes(rd.shape, x._data.shape) != x._data.shape:
@@ -66,30 +100,39 @@ def apply_inplace(x, compute):
     np.copyto(x._data, rd, casting="unsafe")
     x._vc[0] += 1
     if r._rg:
-        if x._base is not None:
-            _rebase_view(x, r)
-        else:
-            x.grad_fn, x.output_nr, x._rg = r.grad_fn, r.output_nr, True
-        _refresh_views(x._base if x._base is not None else x, x)
+        move_history(x, r)
     if FW[0] is not None and (r._fw is not None or x._fw is not None):
         _update_tangent(x, r)
     return x
 
 
+def move_history(x, r):
+    """x was overwritten in place with r's values: r's node becomes x's history
+    (through its base's CopySlices when x is a view)."""
+    if x._base is not None:
+        _rebase_view(x, r)
+    else:
+        x.grad_fn, x.output_nr, x._rg = r.grad_fn, r.output_nr, True
+    _refresh_views(x._base if x._base is not None else x, x)
+
+
 def _update_tangent(x, r):
-    """Forward AD through an in-place op: x's tangent becomes r's (through a view,
-    the base's tangent is updated in the view's region)."""
+    """Forward AD through an in-place op: r's tangent is written into x's tangent in
+    place (as torch's), so the tangents of x's base and other views, which share
+    its memory, follow. A plain view gets a region of its base's tangent."""
     from ..autograd.forward_ad import set_tangent
     tangent = r._fw if r._fw is not None else Tensor(np.zeros_like(r._data))
-    base = x._base
-    if base is None:
+    own, base = x._fw, x._base
+    if own is not None and own._data.shape == tangent._data.shape:
+        own._data[...] = tangent._data
+    elif own is None and base is not None:
+        if base._fw is None:
+            set_tangent(base, Tensor(np.zeros_like(base._data)))
+        region = apply_chain(base._fw, x._view_chain)
+        region._data[...] = tangent._data
+        set_tangent(x, region)
+    else:
         set_tangent(x, tangent)
-        return
-    if base._fw is None:
-        set_tangent(base, Tensor(np.zeros_like(base._data)))
-    region = apply_chain(base._fw, x._view_chain)
-    region._data[...] = tangent._data
-    set_tangent(x, region)
 
 
 def inplace_elementwise(op, x, *others):
@@ -128,8 +171,21 @@ def _refresh_views(base, changed):
     for ref in tuple(base._views or ()):
         v = ref()
         if v is not None and v is not changed:
+            if v._creation_meta == "custom_function" and v.grad_fn is not None:
+                _refuse_backward_through(v)
+                continue
             regen = apply_chain(base, v._view_chain)
             v.grad_fn, v.output_nr, v._rg = regen.grad_fn, regen.output_nr, regen._rg
+
+
+def _refuse_backward_through(v):
+    """A custom Function's output view whose base changed: regenerating its grad_fn
+    would bypass the Function's backward, so a backward through it raises."""
+    message = _view_creation_message(v, "its base or another view of its base has been")
+
+    def backward(node, g):
+        raise RuntimeError(message)
+    record(v.grad_fn.name(), (v._base,), (v,), backward)
 
 
 def _rebase_view(v, r):

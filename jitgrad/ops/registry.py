@@ -498,12 +498,15 @@ def _elementwise_jvp(op, operands, arrays, out, kdt):
     prev, FW[0] = FW[0], None
     try:
         if recording:
+            # `out` is not recorded yet: partials that read it get a recorded copy,
+            # so the tangent is differentiable through it too (backward over forward)
+            out_in_partials = call(op, *operands) if op.needs(mask)[1] else out
             res = None
             for i, t in enumerate(tangents):
                 if t is None:
                     continue
                 c = op.const_partials[i]
-                term = t * c if c is not None else t * op.tensor_partial(i)(*operands, out)
+                term = t * c if c is not None else t * op.tensor_partial(i)(*operands, out_in_partials)
                 res = term if res is None else res + term
         else:
             tarrs = [t._data.astype(kdt, copy=False) for t in tangents if t is not None]

@@ -25,6 +25,8 @@ def make_view(x, arr, fn, args):
     base = out._base = x._base if x._base is not None else x
     out._view_chain = (x._view_chain or ()) + ((fn, args),)
     out._inference = x._inference
+    out._creation_meta = x._creation_meta or (
+        "inference_mode" if _state.local.inference and not x._inference else None)
     # The base knows its live views, so an in-place change of the base (or of
     # one view) can give the others a grad_fn over the new history.
     views = base._views

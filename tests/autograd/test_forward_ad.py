@@ -155,20 +155,166 @@ def test_custom_function_jvp():
         assert fwAD.unpack_dual(Square.apply(x)).tangent.tolist() == [6.0]
 
 
-def test_levels_and_errors():
-    x = jitgrad.ones(3)
-    with pytest.raises(RuntimeError, match="dual level"):
-        fwAD.make_dual(x, jitgrad.ones(3))
-    with fwAD.dual_level():
+def test_levels_and_errors(lib):
+    fw = lib.autograd.forward_ad
+    x = lib.ones(3)
+    with pytest.raises(RuntimeError, match="Trying to create a dual Tensor for forward AD but no "
+                                           "level exists"):
+        fw.make_dual(x, lib.ones(3))
+    with fw.dual_level():
         with pytest.raises(RuntimeError, match="different size"):
-            fwAD.make_dual(x, jitgrad.ones(2))
-        with pytest.raises(RuntimeError, match="same dtype"):
-            fwAD.make_dual(x, jitgrad.ones(3, dtype=jitgrad.float64))
+            fw.make_dual(x, lib.ones(2))
         with pytest.raises(RuntimeError, match="Nested forward mode AD is not supported"):
-            with fwAD.dual_level():
+            with fw.dual_level():
                 pass
-        d = fwAD.make_dual(x, jitgrad.ones(3))
+        d = fw.make_dual(x, lib.ones(3))
+        with pytest.raises(RuntimeError, match="Setting a forward grad that itself has a forward "
+                                               "gradient at the same level"):
+            fw.make_dual(x, d)
+        for primal, tangent, role in [(lib.ones(3, dtype=lib.int64), lib.ones(3), "primal"),
+                                      (lib.ones(3), lib.ones(3, dtype=lib.int64), "tangent")]:
+            with pytest.raises(ValueError, match=f"Expected {role} to be floating point or "
+                                                 "complex, but got: (torch|jitgrad).int64"):
+                fw.make_dual(primal, tangent)
         y = d * 2
-        assert fwAD.unpack_dual(x).tangent is None
+        assert fw.unpack_dual(x).tangent is None
     # leaving the level drops every tangent
-    assert fwAD.unpack_dual(y).tangent is None and y._fw is None
+    assert fw.unpack_dual(y).tangent is None
+
+
+@pytest.mark.parametrize("primal, tangent", [("float64", "float32"), ("float32", "float64")])
+def test_tangent_of_another_floating_dtype_is_kept(lib, primal, tangent):
+    fw = lib.autograd.forward_ad
+    with fw.dual_level():
+        d = fw.make_dual(lib.ones(2, dtype=getattr(lib, primal)),
+                         lib.tensor([1.0, 2.0], dtype=getattr(lib, tangent)))
+        assert helpers.dtype_name(fw.unpack_dual(d).tangent) == tangent
+        out = fw.unpack_dual(d * 3)
+        assert helpers.dtype_name(out.primal) == primal
+        assert out.tangent.tolist() == [3.0, 6.0]
+
+
+def test_repr_of_a_dual_tensor_shows_its_tangent(lib):
+    fw = lib.autograd.forward_ad
+    with fw.dual_level():
+        d = fw.make_dual(lib.tensor([1.0, 2.0]), lib.tensor([3.0, 4.0]))
+        assert repr(d) == "tensor([1., 2.], tangent=tensor([3., 4.]))"
+        assert repr(d * 2) == "tensor([2., 4.], tangent=tensor([6., 8.]))"
+        r = fw.make_dual(lib.tensor([1.0, 2.0], requires_grad=True), lib.tensor([3.0, 4.0]))
+        assert repr(r) == "tensor([1., 2.], grad_fn=<ViewBackward0>, tangent=tensor([3., 4.]))"
+    assert repr(d) == "tensor([1., 2.])"
+
+
+def test_forward_over_backward(lib):
+    fw = lib.autograd.forward_ad
+    x = lib.tensor([1.0, 2.0], dtype=lib.float64, requires_grad=True)
+    with fw.dual_level():
+        d = fw.make_dual(x, lib.tensor([1.0, 0.0], dtype=lib.float64))
+        (g,) = lib.autograd.grad((d.sin() * d).sum(), d, create_graph=True)
+        tangent = fw.unpack_dual(g).tangent
+    xs = np.array([1.0, 2.0])
+    np.testing.assert_allclose(g.detach().numpy(), np.sin(xs) + xs * np.cos(xs))
+    # d/dx of the gradient along e_0: the Hessian's first column
+    np.testing.assert_allclose(tangent.detach().numpy(), [2 * np.cos(1.0) - np.sin(1.0), 0.0], atol=1e-15)
+
+
+def test_backward_over_forward(lib):
+    fw = lib.autograd.forward_ad
+    x = lib.tensor([1.0, 2.0], dtype=lib.float64, requires_grad=True)
+    v = lib.tensor([1.0, -1.0], dtype=lib.float64, requires_grad=True)
+    with fw.dual_level():
+        y = fw.make_dual(x, v)
+        tangent = fw.unpack_dual((y.exp() * y).sin()).tangent  # v cos(x e^x) (1 + x) e^x
+        tangent.sum().backward()
+    xs, vs = np.array([1.0, 2.0]), np.array([1.0, -1.0])
+    u = xs * np.exp(xs)
+    du = (1 + xs) * np.exp(xs)
+    np.testing.assert_allclose(v.grad.numpy(), np.cos(u) * du)
+    np.testing.assert_allclose(x.grad.numpy(),
+                               vs * (-np.sin(u) * du * du + np.cos(u) * (2 + xs) * np.exp(xs)))
+
+
+def test_in_place_op_on_a_dual_tensor_writes_its_tangent(lib):
+    fw = lib.autograd.forward_ad
+    with fw.dual_level():
+        t = lib.tensor([1.0, 1.0])
+        d = fw.make_dual(lib.tensor([1.0, 2.0]), t)
+        x = lib.tensor([3.0, 4.0])
+        x.mul_(d)                                     # a plain tensor becomes dual
+        assert fw.unpack_dual(x).tangent.tolist() == [3.0, 4.0]
+        d.mul_(lib.tensor([5.0, 6.0]))
+        assert fw.unpack_dual(d).tangent.tolist() == [5.0, 6.0]
+        assert t.tolist() == [5.0, 6.0]               # the tangent given to make_dual, in place
+        d.zero_()
+        assert fw.unpack_dual(d).tangent.tolist() == [0.0, 0.0]
+
+
+def test_in_place_ops_through_views_update_the_base_tangent(lib):
+    fw = lib.autograd.forward_ad
+    f64 = lib.float64
+    with fw.dual_level():
+        plain = lib.tensor([1.0, 2.0, 3.0], dtype=f64)
+        v = plain[1:]
+        v.mul_(fw.make_dual(lib.tensor([5.0, 6.0], dtype=f64), lib.tensor([1.0, 2.0], dtype=f64)))
+        assert fw.unpack_dual(v).tangent.tolist() == [2.0, 6.0]
+        assert fw.unpack_dual(plain).tangent.tolist() == [0.0, 2.0, 6.0]
+
+        base = fw.make_dual(lib.tensor([1.0, 2.0, 3.0], dtype=f64), lib.ones(3, dtype=f64))
+        head, tail = base[:2], base[1:]
+        tail.mul_(2)
+        assert fw.unpack_dual(base).tangent.tolist() == [1.0, 2.0, 2.0]
+        assert fw.unpack_dual(head).tangent.tolist() == [1.0, 2.0]   # another view follows
+        base.add_(lib.ones(3, dtype=f64))
+        base.mul_(lib.tensor([1.0, 3.0, 5.0], dtype=f64))
+        assert fw.unpack_dual(tail).tangent.tolist() == [6.0, 10.0]  # the base's change too
+
+        square = fw.make_dual(lib.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=f64),
+                              lib.ones(2, 2, dtype=f64))
+        square.t()[0].copy_(fw.make_dual(lib.tensor([7.0, 8.0], dtype=f64),
+                                         lib.tensor([5.0, 6.0], dtype=f64)))
+        assert fw.unpack_dual(square).tangent.tolist() == [[5.0, 1.0], [6.0, 1.0]]
+
+
+def test_in_place_op_with_itself_as_operand():
+    # d.mul_(d): jitgrad's tangent is 2 d t; torch 2.13 reads the already updated
+    # primal for one of the two terms (docs/forward-ad-and-functional.md)
+    with fwAD.dual_level():
+        d = fwAD.make_dual(jitgrad.tensor([1.0, 2.0]), jitgrad.tensor([1.0, 1.0]))
+        d.mul_(d)
+        assert fwAD.unpack_dual(d).tangent.tolist() == [2.0, 4.0]
+
+
+def make_with_index(lib, jvp_result):
+    """forward returns (2x, a non-differentiable output); jvp returns `jvp_result(t)`."""
+    class WithIndex(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            index = x * 3
+            ctx.mark_non_differentiable(index)
+            return x * 2, index, x > 1
+
+        @staticmethod
+        def backward(ctx, g, g_index, g_mask):
+            return g * 2
+
+        @staticmethod
+        def jvp(ctx, t):
+            return jvp_result(t)
+    return WithIndex
+
+
+def test_custom_function_jvp_with_non_differentiable_outputs(lib):
+    fw = lib.autograd.forward_ad
+    with fw.dual_level():
+        d = fw.make_dual(lib.tensor([1.0, 2.0]), lib.tensor([1.0, 1.0]))
+        y, index, mask = make_with_index(lib, lambda t: (t * 2, None, None)).apply(d)
+        assert fw.unpack_dual(y).tangent.tolist() == [2.0, 2.0]
+        assert fw.unpack_dual(index).tangent is None and fw.unpack_dual(mask).tangent is None
+        assert index.tolist() == [3.0, 6.0] and mask.tolist() == [False, True]
+        with pytest.raises(RuntimeError, match="Function's jvp returned a gradient at position 1, "
+                                               "but +the corresponding forward output is not a "
+                                               "differentiable Tensor"):
+            make_with_index(lib, lambda t: (t * 2, t * 3, None)).apply(d)
+        with pytest.raises(RuntimeError, match=r"Function's jvp returned an invalid number of "
+                                               r"forward gradients \(expected 3 but got 1\)"):
+            make_with_index(lib, lambda t: t * 2).apply(d)

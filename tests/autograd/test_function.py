@@ -97,26 +97,178 @@ def test_double_backward_through_a_function_written_with_jitgrad_ops():
     np.testing.assert_allclose(x.grad.numpy(), [6.0, 12.0])
 
 
-def test_mark_dirty_returns_the_input_and_bumps_its_version():
-    class AddOneInplace(Function):
+def make_mul_inplace(lib, returns=1):
+    """forward doubles its input in place, marks it dirty and returns it `returns` times."""
+    class MulInplace(lib.autograd.Function):
         @staticmethod
         def forward(ctx, x):
-            x.add_(1)
+            x.mul_(2)
             ctx.mark_dirty(x)
-            return x
+            return x if returns == 1 else (x,) * returns
+
+        @staticmethod
+        def backward(ctx, *grads):
+            return sum(grads) * 2
+    return MulInplace
+
+
+def make_view_out(lib, same=False):
+    """forward returns a view of its input (the input itself when `same`)."""
+    class ViewOut(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x if same else x.view(-1)
 
         @staticmethod
         def backward(ctx, g):
-            return g
+            return g.reshape(2, 2)
+    return ViewOut
 
-    a = jitgrad.tensor([1.0, 2.0], requires_grad=True)
-    b = a.clone()
-    v = b._version
-    c = AddOneInplace.apply(b)
-    assert c is b and b._version == v + 1
-    assert type(c.grad_fn).__name__ == "AddOneInplaceBackward"
-    (c * c).sum().backward()
-    np.testing.assert_allclose(a.grad.numpy(), [4.0, 6.0])
+
+def test_mark_dirty_returns_the_input_and_bumps_its_version(lib):
+    a = lib.ones(3, requires_grad=True)
+    x = a * 1
+    MulInplace = make_mul_inplace(lib)
+    y = MulInplace.apply(x)
+    assert y is x and x._version == 2  # the op and mark_dirty each count, as torch
+    assert type(x.grad_fn).__name__ == "MulInplaceBackward"
+    y = MulInplace.apply(x)
+    assert y is x and x._version == 4 and x.tolist() == [4.0] * 3
+    (y * y).sum().backward()
+    assert a.grad.tolist() == [32.0] * 3
+
+
+def test_input_modified_in_place_returned_twice(lib):
+    a = lib.ones(3, requires_grad=True)
+    x = a * 1
+    y1, y2 = make_mul_inplace(lib, returns=2).apply(x)
+    assert y1 is x and y2 is x and x.output_nr == 1 and x._version == 2
+    (y1.sum() + 2 * y2.sum()).backward()
+    assert a.grad.tolist() == [6.0] * 3
+
+
+def test_in_place_function_on_view_of_non_leaf_rebases_the_base(lib):
+    a = lib.ones(3, requires_grad=True)
+    b = a * 1
+    v = b[:2]
+    assert make_mul_inplace(lib).apply(v) is v
+    assert type(b.grad_fn).__name__ == "CopySlices"
+    assert b.tolist() == [2.0, 2.0, 1.0]
+    b.sum().backward()
+    assert a.grad.tolist() == [2.0, 2.0, 1.0]
+
+
+@pytest.mark.parametrize("target, message", [
+    (lambda a: a, "a leaf Variable that requires grad has been used in an in-place operation"),
+    (lambda a: a[:2], "a view of a leaf Variable that requires grad is being used in an in-place"),
+])
+def test_in_place_function_on_leaf_or_view_of_leaf_raises(lib, target, message):
+    a = lib.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match=message):
+        make_mul_inplace(lib).apply(target(a))
+    with lib.no_grad():
+        make_mul_inplace(lib).apply(target(a))  # nothing recorded: allowed
+
+
+def test_mark_dirty_on_a_non_input_raises():
+    # torch 2.13 only warns and wires the output as a new one; jitgrad refuses the
+    # misuse (docs/forward-ad-and-functional.md, "Custom Function").
+    def make(lib):
+        class DirtyNonInput(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                y = x * 2
+                ctx.mark_dirty(y)
+                return y
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2
+        return DirtyNonInput
+    message = "ctx.mark_dirty\\(\\) received a tensor that was not an input"
+    x = jitgrad.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match=message):
+        make(jitgrad).apply(x)
+    assert x._version == 0
+    with pytest.warns(UserWarning, match=message):
+        make(torch).apply(torch.ones(3, requires_grad=True))
+
+
+@pytest.mark.parametrize("same", [False, True], ids=["view", "input_as_is"])
+def test_function_output_views_are_tracked_as_views(lib, same):
+    a = lib.ones(2, 2, requires_grad=True)
+    ViewOut = make_view_out(lib, same)
+    y = ViewOut.apply(a)
+    assert y is not a and y._base is a and not y.is_leaf
+    assert type(y.grad_fn).__name__ == "ViewOutBackward"
+    with pytest.raises(RuntimeError, match="Output 0 of ViewOut(Backward)? is a view and is being "
+                                           "modified inplace. This view was created inside a "
+                                           "custom Function"):
+        y.add_(1)
+    with pytest.raises(RuntimeError, match="This view was created inside a custom Function"):
+        y.view(4).add_(1)  # a view of such a view too
+    with lib.no_grad():
+        y.add_(1)  # not recorded: allowed
+    assert a.tolist() == [[2.0, 2.0], [2.0, 2.0]]
+
+
+def test_function_output_views_made_under_no_grad(lib):
+    for a in (lib.ones(2, 2, requires_grad=True), lib.ones(2, 2)):
+        with lib.no_grad():
+            y = make_view_out(lib).apply(a)
+        assert y._base is a and y.grad_fn is None
+        with pytest.raises(RuntimeError, match="A view was created in no_grad mode and is being "
+                                               "modified inplace with grad mode enabled. This view "
+                                               "was created inside a custom Function"):
+            y.mul_(lib.ones(4, requires_grad=True))
+    assert a.tolist() == [[1.0, 1.0], [1.0, 1.0]]
+
+
+def test_backward_through_function_view_whose_base_changed_raises(lib):
+    # torch raises when the view is next used; jitgrad when backward reaches it
+    a = lib.ones(2, 2, requires_grad=True) * 1
+    y = make_view_out(lib).apply(a)
+    with pytest.raises(RuntimeError, match="is a view and its base or another view of its base "
+                                           "has been modified inplace"):
+        a.mul_(2)
+        (y * 2).sum().backward()
+
+
+def make_reentrant(lib, levels, innermost_error=None):
+    """A Function whose backward runs a backward of a new one, `depth` levels deep."""
+    class Reentrant(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, depth):
+            ctx.depth = depth
+            return x * 1
+
+        @staticmethod
+        def backward(ctx, g):
+            levels.append((ctx.depth, lib.is_grad_enabled()))
+            if ctx.depth == 0 and innermost_error is not None:
+                raise innermost_error
+            if ctx.depth > 0:
+                with lib.enable_grad():
+                    inner = lib.ones(1, requires_grad=True)
+                    Reentrant.apply(inner, ctx.depth - 1).sum().backward()
+                    assert inner.grad.tolist() == [3.0]
+            return g * 3, None
+    return Reentrant
+
+
+def test_deeply_reentrant_backward(lib):
+    levels = []
+    x = lib.ones(1, requires_grad=True)
+    make_reentrant(lib, levels).apply(x, 1000).sum().backward()
+    assert x.grad.tolist() == [3.0]
+    assert levels == [(depth, False) for depth in range(1000, -1, -1)]
+
+
+def test_error_in_deeply_reentrant_backward_reaches_the_caller(lib):
+    Reentrant = make_reentrant(lib, [], ValueError("from the innermost backward"))
+    with pytest.raises(ValueError, match="from the innermost backward"):
+        Reentrant.apply(lib.ones(1, requires_grad=True), 300).sum().backward()
+    assert lib.is_grad_enabled()
 
 
 def test_mark_non_differentiable_output():
