@@ -276,7 +276,9 @@ class ElementwiseOp:
         if fn is None:
             from . import formulas as _ew  # the table module exposes every formula name
             src = f"lambda {', '.join(self.args)}, out: {self.partial_src[i]}"
-            fn = self._tensor_fns[i] = eval(src, {k: getattr(_ew.FORMULA_FUNCTIONS, k)
+            # the file name marks these frames as jitgrad's (anomaly mode leaves them out)
+            code = compile(src, f"<jitgrad formula {self.name}>", "eval")
+            fn = self._tensor_fns[i] = eval(code, {k: getattr(_ew.FORMULA_FUNCTIONS, k)
                                                   for k in dir(_ew.FORMULA_FUNCTIONS)
                                                   if not k.startswith("_")})
         return fn
