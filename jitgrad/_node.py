@@ -153,6 +153,27 @@ def gradient_edge(t):
     return GradientEdge(node, nr)
 
 
+def set_history(t, node, output_nr, requires_grad):
+    """Give `t`, just changed in place, its new grad_fn. As torch: hooks registered
+    so far stay with the old node (they see gradients of the old value), while
+    retain_grad moves to the new one."""
+    old, old_nr = t.grad_fn, t.output_nr
+    t.grad_fn, t.output_nr, t._rg = node, output_nr, requires_grad
+    move_retain_grad(t, old, old_nr)
+
+
+def move_retain_grad(t, old, old_nr):
+    """If `t` retains its grad, move that from its previous grad_fn `old` to its current one."""
+    node = t.grad_fn
+    if t._retains_grad and old is not node:
+        if old is not None and old._retain is not None:
+            old._retain.pop(old_nr, None)
+        if node is not None:
+            if node._retain is None:
+                node._retain = {}
+            node._retain[t.output_nr] = weakref.ref(t)
+
+
 def count_dependencies(roots):
     """(deps, seen): for each node below `roots`, how many edges point at it."""
     deps, seen, stack = {}, set(roots), list(roots)
@@ -233,8 +254,6 @@ class SavedTensor:
             self._mutation = loc.mutation_ctx
             loc.mutation_ctx.track(self)
         if loc.saved_hooks:
-            if loc.hooks_disabled is not None:
-                raise RuntimeError(loc.hooks_disabled)
             self._pack(t, *loc.saved_hooks[-1])
 
     def _pack(self, t, pack_hook, unpack_hook):

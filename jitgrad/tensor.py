@@ -4,10 +4,20 @@ Tensor is data + dispatch only: math lives in ops/ (which attaches the
 operators and methods here by looping its registry), the backward pass in
 autograd/engine.py, hooks in autograd/graph.py.
 """
+import warnings
+
 import numpy as np
 
 from . import _state
 from . import dtypes as _dt
+
+
+NON_LEAF_GRAD_WARNING = (
+    "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
+    "attribute won't be populated during autograd.backward(). If you indeed want the .grad field "
+    "to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. If you "
+    "access the non-leaf Tensor by mistake, make sure you access the leaf Tensor instead. See "
+    "github.com/pytorch/pytorch/pull/30531 for more information.")
 
 
 class Size(tuple):
@@ -105,7 +115,7 @@ def describe(arr):
 class Tensor:
     __slots__ = ("_data", "_rg", "grad_fn", "output_nr", "_vc", "_base", "_view_chain", "_grad",
                  "_hooks", "_post_hooks", "_retains_grad", "_accum", "_inference", "_fw",
-                 "_views", "__weakref__")
+                 "_views", "_view_creation", "__weakref__")
     # Makes numpy hand `ndarray * Tensor` to Tensor.__rmul__.
     __array_priority__ = 1000
 
@@ -120,7 +130,7 @@ class Tensor:
         self.grad_fn = None
         self.output_nr = 0
         self._vc = [0]  # shared with views: one counter per storage
-        self._base = self._view_chain = self._grad = self._views = None
+        self._base = self._view_chain = self._grad = self._views = self._view_creation = None
         self._hooks = self._post_hooks = self._accum = self._fw = None
         self._retains_grad = False
         self._inference = _state.local.inference
@@ -178,6 +188,8 @@ class Tensor:
 
     @property
     def grad(self):
+        if self._grad is None and self.grad_fn is not None and not self._retains_grad:
+            warnings.warn(NON_LEAF_GRAD_WARNING, UserWarning, stacklevel=2)
         return self._grad
 
     @grad.setter

@@ -10,7 +10,7 @@ import functools
 import numpy as np
 
 from .. import _state
-from .._node import Node, SavedTensor, edge_of
+from .._node import EMPTY_SAVED, Node, SavedTensor, edge_of
 from ..tensor import CPU, CUDA0, Tensor, on_device
 
 
@@ -85,6 +85,11 @@ class BackwardCFunction(FunctionCtx, Node):
                                 f"{i}; expected a Tensor or None")
             out.append(g)
         return out
+
+    @property
+    def _raw_saved_tensors(self):
+        """The stored objects behind saved_tensors (register_hooks on one of them)."""
+        return tuple(EMPTY_SAVED if s is None else s for s in self.__dict__.get("_saved", ()))
 
     def _release(self):
         for s in self.__dict__.get("_saved") or ():

@@ -140,12 +140,15 @@ class save_on_cpu(saved_tensors_hooks):
 
 
 class disable_saved_tensors_hooks:
-    """Inside, entering saved_tensors_hooks raises RuntimeError(error_message)."""
+    """Inside, entering saved_tensors_hooks raises RuntimeError(error_message); so
+    does entering this context while saved-tensor hooks are active (as torch)."""
 
     def __init__(self, error_message):
         self.error_message = error_message
 
     def __enter__(self):
+        if _state.local.saved_hooks:
+            raise RuntimeError(self.error_message)
         self.prev = _state.local.hooks_disabled
         _state.local.hooks_disabled = self.error_message
         return self

@@ -9,13 +9,18 @@ import numpy as np
 
 from .. import _state
 from .. import dtypes as _dt
-from .._node import inplace_target
+from .._node import inplace_target, move_retain_grad, set_history
 from ..tensor import Tensor
 from .registry import FW, call, compute_dtype, record
 from .shape import apply_chain
 
 MULTI_VIEW_NODES = ("SplitBackward0", "SplitWithSizesBackward0", "UnbindBackward0")
 LEAF_MESSAGE = "a leaf Variable that requires grad is being used in an in-place operation."
+NO_GRAD_VIEW_MESSAGE = (
+    "created in no_grad mode and is being modified inplace with grad mode enabled. Given that "
+    "this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by "
+    "moving both the view and the inplace either both inside the no_grad block (if you don't want "
+    "the inplace to be tracked) or both outside (if you want the inplace to be tracked).")
 VIEW_OF_LEAF_MESSAGE = ("a view of a leaf Variable that requires grad is being used in an in-place "
                         "operation.")
 
@@ -40,6 +45,8 @@ def check_writable(x):
             raise RuntimeError(LEAF_MESSAGE + " Wrap the update in `with jitgrad.no_grad():` or "
                                "operate on a clone.")
         b = x._base
+        if b is not None and b._rg:
+            _check_view_creation(x)
         if b is not None and b._rg and b.grad_fn is None:
             raise RuntimeError(VIEW_OF_LEAF_MESSAGE + " Wrap the update in `with jitgrad.no_grad():`"
                                " or operate on a clone.")
@@ -47,14 +54,31 @@ def check_writable(x):
         loc.mutation_ctx.before_mutation(x)
 
 
+def _check_view_creation(x):
+    if x._view_creation == "no_grad":
+        raise RuntimeError("A view was " + NO_GRAD_VIEW_MESSAGE)
+    if x._view_creation is not None:
+        op = x.grad_fn.name() if x.grad_fn is not None else x._view_chain[-1][0].__name__
+        raise RuntimeError(f"Output {x.output_nr} of {op} is a view of a view which was "
+                           + NO_GRAD_VIEW_MESSAGE)
+
+
 def apply_inplace(x, compute):
     """Run `compute(x)` (an out-of-place Tensor result) and store it into x."""
     check_writable(x)
-    inplace_target[0] = x
+    src = x
+    if x._base is not None and x.grad_fn is not None and _state.local.grad_enabled:
+        # Compute from a fresh alias of the view: as with torch's CopySlices, the op's
+        # gradient then reaches the base without passing the view's old node, whose
+        # hooks see gradients of the view's old value only.
+        src = apply_chain(x._base, x._view_chain)
+    inplace_target[0] = src
     try:
-        r = compute(x)
+        r = compute(src)
     finally:
         inplace_target[0] = None
+    if r._rg:
+        _check_view_creation(x)
     rd = r._data
     if rd.shape != x._data.shape:
         if np.broadcast_shapes(rd.shape, x._data.shape) != x._data.shape:
@@ -69,7 +93,7 @@ def apply_inplace(x, compute):
         if x._base is not None:
             _rebase_view(x, r)
         else:
-            x.grad_fn, x.output_nr, x._rg = r.grad_fn, r.output_nr, True
+            set_history(x, r.grad_fn, r.output_nr, True)
         _refresh_views(x._base if x._base is not None else x, x)
     if FW[0] is not None and (r._fw is not None or x._fw is not None):
         _update_tangent(x, r)
@@ -129,12 +153,14 @@ def _refresh_views(base, changed):
         v = ref()
         if v is not None and v is not changed:
             regen = apply_chain(base, v._view_chain)
-            v.grad_fn, v.output_nr, v._rg = regen.grad_fn, regen.output_nr, regen._rg
+            set_history(v, regen.grad_fn, regen.output_nr, regen._rg)
 
 
 def _rebase_view(v, r):
     base = v._base
     chain = v._view_chain
+    old = base.grad_fn, base.output_nr
     record("CopySlices", (base, r), (base,), _copy_slices_backward, attrs=(chain, base._data.shape))
+    move_retain_grad(base, *old)
     regen = apply_chain(base, chain)
-    v.grad_fn, v.output_nr, v._rg = regen.grad_fn, regen.output_nr, True
+    set_history(v, regen.grad_fn, regen.output_nr, True)
