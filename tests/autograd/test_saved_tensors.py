@@ -47,13 +47,27 @@ def test_register_hooks_on_a_saved_output(lib):
     np.testing.assert_allclose(x.grad.numpy(), np.exp([1.0, 2.0]), rtol=1e-6)
 
 
-@pytest.mark.parametrize("lib", LIBS, ids=ids)
-def test_register_hooks_twice_raises(lib):
+def hooked_then(lib, when):
+    """A saved exp result whose hooks were set (`when`: "hooked") or which backward
+    freed ("freed")."""
     y = leaf(lib).exp()
     raw = y.grad_fn._raw_saved_result
-    raw.register_hooks(lambda t: t, lambda t: t)
-    with pytest.raises(RuntimeError, match="whose hooks have already been set. Hint: only one "
-                                           "pair of hooks is allowed at a time"):
+    if when == "hooked":
+        raw.register_hooks(lambda t: t, lambda t: t)
+    else:
+        y.sum().backward()
+    return raw
+
+
+@pytest.mark.parametrize("lib", LIBS, ids=ids)
+@pytest.mark.parametrize("when, message", [
+    ("hooked", "whose hooks have already been set. Hint: only one pair of hooks is allowed at a "
+               "time"),
+    ("freed", "Calling register_hooks on a saved tensor after it has been freed"),
+])
+def test_register_hooks_twice_or_after_backward_raises(lib, when, message):
+    raw = hooked_then(lib, when)
+    with pytest.raises(RuntimeError, match=message):
         raw.register_hooks(lambda t: t, lambda t: t)
 
 
@@ -64,16 +78,6 @@ def test_register_hooks_on_a_tensor_packed_by_a_context_raises(lib):
         y = x.sin()
     with pytest.raises(RuntimeError, match="whose hooks have already been set"):
         y.grad_fn._raw_saved_self.register_hooks(lambda t: t, lambda t: t)
-
-
-@pytest.mark.parametrize("lib", LIBS, ids=ids)
-def test_register_hooks_after_backward_freed_it_raises(lib):
-    y = leaf(lib).exp()
-    raw = y.grad_fn._raw_saved_result
-    y.sum().backward()
-    with pytest.raises(RuntimeError, match="Calling register_hooks on a saved tensor after it has "
-                                           "been freed"):
-        raw.register_hooks(lambda t: t, lambda t: t)
 
 
 @pytest.mark.parametrize("lib", LIBS, ids=ids)
