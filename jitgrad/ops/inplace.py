@@ -56,11 +56,10 @@ def check_writable(x):
 
 def _check_view_creation(x):
     if x._view_creation == "no_grad":
-        raise RuntimeError("A view was " + NO_GRAD_VIEW_MESSAGE)
-    if x._view_creation is not None:
-        op = x.grad_fn.name() if x.grad_fn is not None else x._view_chain[-1][0].__name__
-        raise RuntimeError(f"Output {x.output_nr} of {op} is a view of a view which was "
-                           + NO_GRAD_VIEW_MESSAGE)
+        # torch names the view's node when it has one (a view of a no_grad view)
+        which = ("A view was" if x.grad_fn is None else
+                 f"Output {x.output_nr} of {x.grad_fn.name()} is a view of a view which was")
+        raise RuntimeError(f"{which} {NO_GRAD_VIEW_MESSAGE}")
 
 
 def apply_inplace(x, compute):

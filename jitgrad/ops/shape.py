@@ -26,11 +26,8 @@ def make_view(x, arr, fn, args):
     out._view_chain = (x._view_chain or ()) + ((fn, args),)
     out._inference = x._inference
     # torch forbids an in-place op with grad on through a view made under no_grad
-    # (or a view of one): remember which.
-    if not _state.local.grad_enabled:
-        out._view_creation = "no_grad"
-    elif x._view_creation is not None:
-        out._view_creation = "view of no_grad"
+    # (or through a view of one): remember how the view was made.
+    out._view_creation = "no_grad" if not _state.local.grad_enabled else x._view_creation
     # The base knows its live views, so an in-place change of the base (or of
     # one view) can give the others a grad_fn over the new history.
     views = base._views
