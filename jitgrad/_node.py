@@ -92,8 +92,14 @@ class Node:
         self._pre_hooks[k] = fn
         return RemovableHandle(self._pre_hooks, k)
 
+    def _saved_tensors(self):
+        """The SavedTensors this node holds (subclasses that save say which)."""
+        return ()
+
     def _release(self):
         """Free saved tensors after a backward without retain_graph."""
+        for s in self._saved_tensors():
+            s.release()
 
     def __repr__(self):
         return f"<{type(self).__name__} object at {id(self):#x}>"
@@ -332,6 +338,12 @@ class SavedTensor:
             from .autograd.forward_ad import set_tangent
             set_tangent(t, tangent)
         return t
+
+    def rebind(self, t):
+        """Save `t` instead: an in-place op stored this saved output into `t`, which
+        backward must now check for later changes (as torch saves `t` itself)."""
+        if self._data is not None:
+            self._data, self._vc, self._version = t._data, t._vc, t._vc[0]
 
     def snapshot(self):
         """Keep a private copy of the data (the tensor is about to be mutated)."""

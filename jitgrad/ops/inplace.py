@@ -88,6 +88,10 @@ def apply_inplace(x, compute):
                            f"output type {x.dtype.name}")
     np.copyto(x._data, rd, casting="unsafe")
     x._vc[0] += 1
+    if r._rg and rd.dtype == x._data.dtype and rd.shape == x._data.shape:
+        for s in r.grad_fn._saved_tensors():
+            if s._data is rd:
+                s.rebind(x)
     if r._rg:
         if x._base is not None:
             _rebase_view(x, r)

@@ -89,9 +89,8 @@ class FunctionNode(Node):
     def saved(self):
         return tuple(s.unpack(self) for s in self._saved)
 
-    def _release(self):
-        for s in self._saved:
-            s.release()
+    def _saved_tensors(self):
+        return [s for s in self._saved if s is not None]
 
     def __getattr__(self, name):
         return _saved_attribute(self, name, self._names, self._saved)
@@ -366,12 +365,8 @@ class ElementwiseNode(Node):
                 res.append(g * op.tensor_partial(i)(*vals, out))
         return res
 
-    def _release(self):
-        for s in self._saved:
-            if type(s) is SavedTensor:
-                s.release()
-        if self._out is not None:
-            self._out.release()
+    def _saved_tensors(self):
+        return [s for s in (*self._saved, self._out) if type(s) is SavedTensor]
 
     @property
     def next_functions(self):

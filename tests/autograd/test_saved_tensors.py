@@ -206,3 +206,14 @@ def test_saved_attributes_after_backward_raise(lib, attr):
                                            r"already been freed\)"):
         getattr(y.grad_fn, attr)
     assert type(getattr(y.grad_fn, "_raw" + attr)).__name__ == "SavedTensor"
+
+
+@pytest.mark.parametrize("lib", LIBS, ids=ids)
+def test_an_in_place_op_saves_the_tensor_it_changed(lib):
+    x = leaf(lib)
+    y = x.clone()
+    y.exp_()
+    assert y.grad_fn._saved_result._version == y._version == 1
+    y.mul_(2)  # changes what exp_ saved
+    with pytest.raises(RuntimeError, match="is at version 2; expected version 1 instead"):
+        y.sum().backward()
