@@ -88,7 +88,7 @@ def apply_inplace(x, compute):
                            f"output type {x.dtype.name}")
     np.copyto(x._data, rd, casting="unsafe")
     x._vc[0] += 1
-    if r._rg and rd.dtype == x._data.dtype and rd.shape == x._data.shape:
+    if r.grad_fn is not None and rd.dtype == x._data.dtype and rd.shape == x._data.shape:
         for s in r.grad_fn._saved_tensors():
             if s._data is rd:
                 s.rebind(x)
