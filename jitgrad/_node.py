@@ -314,7 +314,7 @@ class SavedTensor:
                             f"result of type {type(t).__name__}")
         return t
 
-    def unpack(self, node=None):
+    def unpack(self, node):
         """The saved value as a Tensor that is part of the graph (double backward)."""
         if self is EMPTY_SAVED:
             return None
