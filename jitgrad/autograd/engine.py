@@ -8,6 +8,7 @@ a 100,000-node chain needs no recursion.
 """
 import heapq
 import itertools
+import math
 
 import numpy as np
 
@@ -39,12 +40,12 @@ def _make_roots(outputs, grads, who):
                 raise RuntimeError(
                     f"the shape of output {i}, {t}, is unknown (the edge was not made by "
                     "get_gradient_edge); pass its gradient in grad_outputs=/grad_tensors=")
-            if np.prod(meta[0]) != 1:
+            if math.prod(meta[0]) != 1:
                 raise RuntimeError(
                     "grad can be implicitly created only for scalar outputs (output "
                     f"{i} has shape {list(meta[0])}); pass gradient=/grad_outputs= with a tensor "
                     "of that shape, or reduce the output first, e.g. y.sum().backward()")
-            g = _filled(meta, 1)
+            g = _filled(meta, np.ones)
         else:
             if not isinstance(g, Tensor):
                 raise TypeError(f"{who}: gradient {i} must be a Tensor or None, got {type(g).__name__}")
@@ -60,10 +61,12 @@ def _make_roots(outputs, grads, who):
     return edges, root_grads
 
 
-def _filled(meta, value):
-    """A tensor of `value` with the shape, dtype and device of `meta`."""
+def _filled(meta, fill):
+    """`fill(shape, dtype)` (np.ones or np.zeros) as a tensor on the device of `meta`."""
     shape, dtype, array_type = meta
-    return Tensor(on_device(np.full(shape, value, dtype), CPU if array_type is np.ndarray else CUDA0))
+    if array_type is np.ndarray:
+        return Tensor(fill(shape, dtype))
+    return Tensor(on_device(fill(shape, dtype), CUDA0))
 
 
 def _normalize(tensors):
@@ -141,7 +144,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         if g is None:
             if materialize_grads:
                 g = _filled(output_meta(*e) if isinstance(t, GradientEdge) else
-                            (t._data.shape, t._data.dtype, type(t._data)), 0)
+                            (t._data.shape, t._data.dtype, type(t._data)), np.zeros)
             elif not allow_unused:
                 raise RuntimeError(
                     "One of the differentiated Tensors appears to not have been used in the graph. "
