@@ -136,7 +136,7 @@ def test_nan_in_backward_raises_torch_s_message(lib, node, name, output):
 
 @pytest.mark.parametrize("lib", LIBS, ids=ids)
 def test_anomaly_mode_is_what_is_on_while_backward_runs(lib):
-    with lib.autograd.detect_anomaly():
+    with lib.autograd.set_detect_anomaly(True):
         x = lib.tensor([0.0, 1.0], requires_grad=True)
         y = x.sqrt() * 0
     y.sum().backward()  # recorded under anomaly mode, run without: no check
