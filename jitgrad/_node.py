@@ -10,6 +10,7 @@ import weakref
 
 from . import _state
 from .errors import anomaly_hint
+from .tensor import Tensor, describe
 
 FREED_MESSAGE = (
     "Trying to backward through the graph a second time (or directly access saved tensors "
@@ -56,14 +57,14 @@ class Node:
     """Base of every `grad_fn`. Subclasses implement `apply(grads) -> grads`,
     one gradient per output in, one per `next_functions` entry out."""
     __slots__ = ("_edges", "_seq", "_in_meta", "_pre_hooks", "_hooks", "_tensor_hooks",
-                 "_retain", "_metadata", "_anomaly", "__weakref__")
+                 "_retain", "_metadata", "_anomaly", "_out_meta", "__weakref__")
 
     def __init__(self, edges, in_meta):
         self._edges = edges  # one (node, output_nr) per input, aligned with _in_meta
         self._in_meta = in_meta  # per input: (shape, numpy dtype) or None if no grad flows
         self._seq = _state.next_seq()
         self._pre_hooks = self._hooks = self._tensor_hooks = self._retain = None
-        self._metadata = None
+        self._metadata = self._out_meta = None
         self._anomaly = _anomaly_record() if _state.local.anomaly else None
 
     def name(self):
@@ -93,8 +94,14 @@ class Node:
         self._pre_hooks[k] = fn
         return RemovableHandle(self._pre_hooks, k)
 
+    def _saved_tensors(self):
+        """The SavedTensors this node holds (subclasses that save say which)."""
+        return ()
+
     def _release(self):
         """Free saved tensors after a backward without retain_graph."""
+        for s in self._saved_tensors():
+            s.release()
 
     def __repr__(self):
         return f"<{type(self).__name__} object at {id(self):#x}>"
@@ -117,6 +124,62 @@ class AccumulateGrad(Node):
 
     def apply(self, grads):
         raise RuntimeError("AccumulateGrad is run by the engine")
+
+
+class GradientEdge(tuple):
+    """(node, output_nr): where the gradient of a tensor enters the graph. It holds
+    its node, so the graph below stays alive as long as the edge does."""
+    __slots__ = ()
+
+    def __new__(cls, node, output_nr):
+        return tuple.__new__(cls, (node, output_nr))
+
+    node = property(lambda self: self[0])
+    output_nr = property(lambda self: self[1])
+
+
+def output_meta(node, nr):
+    """(shape, dtype, array type) of the tensor whose gradient enters `node` at
+    `nr`: a leaf's for an AccumulateGrad; otherwise known once an edge was taken
+    (get_gradient_edge), None before."""
+    if type(node) is AccumulateGrad:
+        d = node.variable._data
+        return (d.shape, d.dtype, type(d))
+    m = node._out_meta
+    return m[nr] if m is not None and nr < len(m) else None
+
+
+def gradient_edge(t):
+    """t's GradientEdge; remembers t's metadata on the node, so the edge can be
+    differentiated (as an output of grad or backward) after t is gone."""
+    node, nr = edge_of(t)
+    if node is not None and output_meta(node, nr) is None:
+        m = list(node._out_meta or ())
+        m += [None] * (nr + 1 - len(m))
+        m[nr] = (t._data.shape, t._data.dtype, type(t._data))
+        node._out_meta = tuple(m)
+    return GradientEdge(node, nr)
+
+
+def set_history(t, node, output_nr, requires_grad):
+    """Give `t`, just changed in place, its new grad_fn. As torch: hooks registered
+    so far stay with the old node (they see gradients of the old value), while
+    retain_grad moves to the new one."""
+    old, old_nr = t.grad_fn, t.output_nr
+    t.grad_fn, t.output_nr, t._rg = node, output_nr, requires_grad
+    move_retain_grad(t, old, old_nr)
+
+
+def move_retain_grad(t, old, old_nr):
+    """If `t` retains its grad, move that from its previous grad_fn `old` to its current one."""
+    node = t.grad_fn
+    if t._retains_grad and old is not node:
+        if old is not None and old._retain is not None:
+            old._retain.pop(old_nr, None)
+        if node is not None:
+            if node._retain is None:
+                node._retain = {}
+            node._retain[t.output_nr] = weakref.ref(t)
 
 
 def count_dependencies(roots):
@@ -147,10 +210,18 @@ def edge_of(t):
 
 
 PACK_INPLACE_MESSAGE = (
-    "A saved tensors pack hook is modifying its input in place. Tensors provided as input to "
-    "pack hook can not be modified by in-place operations as this can lead to unexpected "
+    "A saved tensor pack hook is modifying its input in place. Tensors provided as input to "
+    "pack hook cannot be modified by in-place operations as this can lead to unexpected "
     "side-effects. Please open an issue if you need to perform in-place operations on the input "
     "to a pack hook.")
+HOOKS_SET_MESSAGE = ("Calling register_hooks on a saved tensor whose hooks have already been set. "
+                     "Hint: only one pair of hooks is allowed at a time.")
+HOOKS_FREED_MESSAGE = (
+    "Calling register_hooks on a saved tensor after it has been freed. Saved intermediate values "
+    "of the graph are freed when you call .backward() or autograd.grad(). Specify "
+    "retain_graph=True if you need to backward through the graph a second time or if you need "
+    "to access saved variables after calling backward.")
+HOOKS_NONE_MESSAGE = "Calling register_hooks on a saved tensor with value None is forbidden"
 DETACHED_MESSAGE = (
     "Trying to use a saved tensor that has been detached in-place, i.e. with .detach_()."
     "This is not supported, please use out-of-place `.detach()` instead")
@@ -191,13 +262,30 @@ class SavedTensor:
             self._mutation = loc.mutation_ctx
             loc.mutation_ctx.track(self)
         if loc.saved_hooks:
-            pack, unpack = loc.saved_hooks[-1]
-            version = t._vc[0]
-            packed = pack(t)
-            if t._vc[0] != version:
-                raise RuntimeError(PACK_INPLACE_MESSAGE)
-            self._packed = (packed, unpack)
-            self._data = self._tensor = None
+            self._pack(t, *loc.saved_hooks[-1])
+
+    def _pack(self, t, pack_hook, unpack_hook):
+        version = t._vc[0]
+        with _state.grad_disabled():  # as torch: packing is not part of the graph
+            packed = pack_hook(t)
+        if t._vc[0] != version:
+            raise RuntimeError(PACK_INPLACE_MESSAGE)
+        self._packed = (packed, unpack_hook)
+        self._data = self._tensor = None
+
+    def register_hooks(self, pack_hook, unpack_hook):
+        """Store this one saved tensor as `pack_hook(tensor)` from now on, and get it
+        back with `unpack_hook(packed)` (torch's `grad_fn._raw_saved_<name>`)."""
+        if self._packed is not None:
+            raise RuntimeError(HOOKS_SET_MESSAGE)
+        if self._data is None:
+            raise RuntimeError(HOOKS_NONE_MESSAGE if self is EMPTY_SAVED else HOOKS_FREED_MESSAGE)
+        t = self._tensor
+        if t is None:
+            t = Tensor(self._data)
+            if self._vc is not None:
+                t._vc = self._vc
+        self._pack(t, pack_hook, unpack_hook)
 
     def data(self, node):
         """The saved array for a backward formula, checked against in-place changes."""
@@ -223,7 +311,6 @@ class SavedTensor:
             raise RuntimeError(FREED_MESSAGE)
         packed, unpack = self._packed
         t = unpack(packed)
-        from .tensor import Tensor
         if not isinstance(t, Tensor):
             raise TypeError("Output of saved tensor unpack_hook expected to be a Tensor but got "
                             f"result of type {type(t).__name__}")
@@ -231,6 +318,8 @@ class SavedTensor:
 
     def unpack(self, node):
         """The saved value as a Tensor that is part of the graph (double backward)."""
+        if self is EMPTY_SAVED:
+            return None
         if self._data is None:
             d = self._from_hooks()._data
         else:
@@ -238,7 +327,6 @@ class SavedTensor:
             t = self._tensor
             if t is not None:
                 return t
-        from .tensor import Tensor
         t = Tensor(d)
         if self._vc is not None:
             t._vc = self._vc
@@ -253,6 +341,12 @@ class SavedTensor:
             set_tangent(t, tangent)
         return t
 
+    def rebind(self, t):
+        """Save `t` instead: an in-place op stored this saved output into `t`, which
+        backward must now check for later changes (as torch saves `t` itself)."""
+        if self._data is not None:
+            self._data, self._vc, self._version = t._data, t._vc, t._vc[0]
+
     def snapshot(self):
         """Keep a private copy of the data (the tensor is about to be mutated)."""
         if self._data is not None:
@@ -264,11 +358,21 @@ class SavedTensor:
         self._data = self._tensor = self._packed = None
 
     def _raise_version(self, node):
-        from .tensor import describe
         grad_fn, output_nr = self._meta[:2]
         owner = grad_fn if grad_fn is not None else (node if self._tensor is None else None)
         which = (f", which is output {output_nr} of {owner.name()}," if owner is not None else "")
         raise RuntimeError(
             "one of the variables needed for gradient computation has been modified by an "
             f"inplace operation: [{describe(self._data)}]{which} is at version {self._vc[0]}; "
-            f"expected version {self._version} instead. " + anomaly_hint())
+            f"expected version {self._version} instead. " + anomaly_hint(_state.local.anomaly))
+
+
+def _empty_saved():
+    s = SavedTensor.__new__(SavedTensor)
+    for name in SavedTensor.__slots__:
+        setattr(s, name, None)
+    return s
+
+
+# What `_raw_saved_<name>` gives where a node saved None (or nothing) under that name.
+EMPTY_SAVED = _empty_saved()

@@ -4,10 +4,20 @@ Tensor is data + dispatch only: math lives in ops/ (which attaches the
 operators and methods here by looping its registry), the backward pass in
 autograd/engine.py, hooks in autograd/graph.py.
 """
+import warnings
+
 import numpy as np
 
 from . import _state
 from . import dtypes as _dt
+
+
+NON_LEAF_GRAD_WARNING = (
+    "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
+    "attribute won't be populated during autograd.backward(). If you indeed want the .grad field "
+    "to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. If you "
+    "access the non-leaf Tensor by mistake, make sure you access the leaf Tensor instead. See "
+    "github.com/pytorch/pytorch/pull/30531 for more information.")
 
 
 class Size(tuple):
@@ -182,6 +192,8 @@ class Tensor:
 
     @property
     def grad(self):
+        if self._grad is None and self.grad_fn is not None and not self._retains_grad:
+            warnings.warn(NON_LEAF_GRAD_WARNING, UserWarning, stacklevel=2)
         return self._grad
 
     @grad.setter

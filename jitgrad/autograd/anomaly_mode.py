@@ -72,7 +72,7 @@ def is_anomaly_check_nan_enabled():
     return _state.local.anomaly_check_nan
 
 
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_OWN_CODE = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep, "<jitgrad ")
 
 
 class AnomalyRecord:
@@ -81,37 +81,46 @@ class AnomalyRecord:
     __slots__ = ("stack", "parent")
 
     def __init__(self):
-        # The user's frames only: jitgrad's own frames say nothing about the error.
-        self.stack = [f for f in traceback.extract_stack() if not f.filename.startswith(_PACKAGE)]
+        # The user's frames only: jitgrad's own frames (its files and the formulas it
+        # compiles, named "<jitgrad formula ...>") say nothing about the error.
+        self.stack = [f for f in traceback.extract_stack() if not f.filename.startswith(_OWN_CODE)]
         self.parent = _state.local.anomaly_parent
 
-    def report(self, node):
-        lines = [f"Error detected in {node.name()}. Traceback of forward call that caused the "
-                 "error:\n" + "".join(traceback.format_list(self.stack))]
-        parent = self.parent
-        while parent is not None and parent._anomaly is not None:
-            lines.append(f"\nPrevious calculation was induced by {parent.name()}. Traceback of "
-                         "forward call that induced the previous calculation:\n"
-                         + "".join(traceback.format_list(parent._anomaly.stack)))
-            parent = parent._anomaly.parent
-        return "".join(lines)
+
+def reports(node):
+    """torch's warnings for a failing node: where it was made, then, one warning
+    each, where the nodes whose backward made it were made (double backward)."""
+    record = node._anomaly
+    if record is None:
+        return [f"Error detected in {node.name()}. No forward pass information available. "
+                "Enable detect anomaly during forward pass for more information."]
+    texts = [f"Error detected in {node.name()}. Traceback of forward call that caused the "
+             "error:\n" + "".join(traceback.format_list(record.stack))]
+    parent = record.parent
+    while parent is not None and parent._anomaly is not None:
+        texts.append(f"\n\nPrevious calculation was induced by {parent.name()}. Traceback of "
+                     "forward call that induced the previous calculation:\n"
+                     + "".join(traceback.format_list(parent._anomaly.stack)))
+        parent = parent._anomaly.parent
+    return texts
 
 
 def run_checked(node, grads):
-    """node.apply under anomaly mode: report the forward trace of a failing node
-    and raise on NaN outputs."""
+    """node.apply under anomaly mode (on while backward runs, as torch checks):
+    raise on NaN outputs, and warn with where the failing node was made."""
     loc = _state.local
     prev, loc.anomaly_parent = loc.anomaly_parent, node
     try:
         out = node.apply(grads)
+        if loc.anomaly_check_nan:
+            for i, g in enumerate(out):
+                if g is not None and g._data.dtype.kind in "fc" and (g._data != g._data).any():
+                    raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th "
+                                       "output.")
     except Exception:
-        warnings.warn(node._anomaly.report(node), stacklevel=2)
+        for text in reports(node):
+            warnings.warn(text, stacklevel=2)
         raise
     finally:
         loc.anomaly_parent = prev
-    if loc.anomaly_check_nan:
-        for i, g in enumerate(out):
-            if g is not None and g._data.dtype.kind == "f" and (g._data != g._data).any():
-                raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th "
-                                   f"output.\n" + node._anomaly.report(node))
     return out

@@ -8,48 +8,68 @@ a 100,000-node chain needs no recursion.
 """
 import heapq
 import itertools
+import math
 
 import numpy as np
 
 from .. import _state
-from .._node import AccumulateGrad, count_dependencies, edge_of
+from .._node import AccumulateGrad, GradientEdge, count_dependencies, edge_of, output_meta
 from .anomaly_mode import run_checked
 from .fusion import FusedGroup
-from ..tensor import CPU, CUDA0, Tensor
+from ..dtypes import from_np
+from ..tensor import CPU, CUDA0, Size, Tensor, on_device
 
 
 def _make_roots(outputs, grads, who):
+    """The root edges and their gradients; an output is a Tensor or a GradientEdge."""
     edges, root_grads = [], []
     for i, t in enumerate(outputs):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"{who}: expected a Tensor at position {i}, got {type(t).__name__}")
+        if isinstance(t, GradientEdge):
+            edge, meta = t, output_meta(t.node, t.output_nr)
+        elif isinstance(t, Tensor):
+            if not t._rg:
+                raise RuntimeError(
+                    f"element {i} of tensors does not require grad and does not have a grad_fn")
+            edge, meta = edge_of(t), (t._data.shape, t._data.dtype, type(t._data))
+        else:
+            raise TypeError(f"{who}: expected a Tensor or a GradientEdge at position {i}, got "
+                            f"{type(t).__name__}")
         g = grads[i] if grads is not None else None
-        if not t._rg:
-            raise RuntimeError(
-                f"element {i} of tensors does not require grad and does not have a grad_fn")
         if g is None:
-            if t._data.size != 1:
+            if meta is None:
+                raise RuntimeError(
+                    f"the shape of output {i}, {t}, is unknown (the edge was not made by "
+                    "get_gradient_edge); pass its gradient in grad_outputs=/grad_tensors=")
+            if math.prod(meta[0]) != 1:
                 raise RuntimeError(
                     "grad can be implicitly created only for scalar outputs (output "
-                    f"{i} has shape {list(t.shape)}); pass gradient=/grad_outputs= with a tensor "
+                    f"{i} has shape {list(meta[0])}); pass gradient=/grad_outputs= with a tensor "
                     "of that shape, or reduce the output first, e.g. y.sum().backward()")
-            g = Tensor(np.ones(t._data.shape, t._data.dtype, like=t._data))
+            g = _filled(meta, np.ones)
         else:
             if not isinstance(g, Tensor):
                 raise TypeError(f"{who}: gradient {i} must be a Tensor or None, got {type(g).__name__}")
-            if g._data.shape != t._data.shape:
+            if meta is not None and g._data.shape != meta[0]:
                 raise RuntimeError(
                     f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} and output[{i}] "
-                    f"has a shape of {t.shape}.")
-            if g._data.dtype != t._data.dtype:
-                g = Tensor(g._data.astype(t._data.dtype)) if not _state.local.grad_enabled else g.to(t.dtype)
-        edges.append(edge_of(t))
+                    f"has a shape of {Size(meta[0])}.")
+            if meta is not None and g._data.dtype != meta[1]:
+                g = Tensor(g._data.astype(meta[1])) if not _state.local.grad_enabled \
+                    else g.to(from_np(meta[1]))
+        edges.append(edge)
         root_grads.append(g)
     return edges, root_grads
 
 
+def _filled(meta, fill):
+    """`fill(shape, dtype)` (np.ones or np.zeros) as a tensor on the device of `meta`."""
+    shape, dtype, array_type = meta
+    if array_type is np.ndarray:
+        return Tensor(fill(shape, dtype))
+    return Tensor(on_device(fill(shape, dtype), CUDA0))
+
+
 def _normalize(tensors):
-    from .graph import GradientEdge
     if isinstance(tensors, (Tensor, GradientEdge)):
         return (tensors,)
     return tuple(tensors)
@@ -70,7 +90,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     if inputs is not None:
         inputs = _normalize(inputs)
         if not inputs:
-            raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+            raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
     edges, grads = _make_roots(tensors, grad_tensors, "backward")
     if retain_graph is None:
         retain_graph = create_graph
@@ -80,7 +100,6 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
 
 def _target_edges(inputs):
     """The edge of each differentiated input (a Tensor or a GradientEdge)."""
-    from .graph import GradientEdge
     edges = []
     for t in inputs:
         if isinstance(t, GradientEdge):
@@ -108,6 +127,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         allow_unused = materialize_grads
     outputs = _normalize(outputs)
     inputs = _normalize(inputs)
+    if not inputs:
+        raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
     if grad_outputs is not None:
         grad_outputs = _normalize(grad_outputs) if isinstance(grad_outputs, Tensor) else tuple(grad_outputs)
         if len(grad_outputs) != len(outputs):
@@ -119,10 +140,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         retain_graph = create_graph
     captured = run(edges, grads, retain_graph, create_graph, targets=targets, accumulate_into=None)
     result = []
-    for t, g in zip(inputs, captured):
+    for t, e, g in zip(inputs, targets, captured):
         if g is None:
             if materialize_grads:
-                g = Tensor(np.zeros(t._data.shape, t._data.dtype, like=t._data))
+                g = _filled(output_meta(*e) if isinstance(t, GradientEdge) else
+                            (t._data.shape, t._data.dtype, type(t._data)), np.zeros)
             elif not allow_unused:
                 raise RuntimeError(
                     "One of the differentiated Tensors appears to not have been used in the graph. "
@@ -248,7 +270,7 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
     """Execute the graph below `root_edges`. With targets (edges), gradients
     arriving at them are captured and returned; leaves accumulate only if
     `accumulate_into` lists them (backward(inputs=...)) or targets is None."""
-    roots = [n for n, _ in root_edges if n is not None]
+    roots = list(dict.fromkeys(n for n, _ in root_edges if n is not None))  # an output given twice
     deps, seen = count_dependencies(roots)
     needed = None if targets is None else _needed_nodes(roots, targets)
     capture = None
@@ -270,7 +292,8 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
             buf.append(None)
         buf[nr] = g if buf[nr] is None else _add(buf[nr], g)
     owner = None
-    if _state.local.fusion and not create_graph and _state.fw_level[0] is None:
+    anomaly = _state.local.anomaly  # as torch: checked if on while backward runs
+    if _state.local.fusion and not create_graph and not anomaly and _state.fw_level[0] is None:
         from .fusion import plan
         excluded = set() if targets is None else {n for n, _ in targets}
         if needed is not None:
@@ -318,16 +341,11 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                         captured[k] = g
                 if type(node) is AccumulateGrad:
                     if capture is None and (accumulate_nodes is None or node in accumulate_nodes):
-                        if node._pre_hooks is not None:
-                            grads = _node_pre_hooks(node, grads)
                         if prof is not None:
                             prof.push(node.name(), "backward")
-                        _accumulate(node.variable, grads[0] if grads else None, create_graph)
+                        _run_accumulate(node, grads, create_graph)
                         if prof is not None:
                             prof.pop()
-                        if node._hooks is not None:
-                            for fn in tuple(node._hooks.values()):
-                                fn((), tuple(grads))
                     continue
                 if accumulate_nodes is not None and node in accumulate_nodes:
                     _retain_into_grad(node, grads, targets, accumulate_into)
@@ -341,7 +359,7 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                 if not any(g is not None for g in grads):
                     out = [None] * len(node._edges)  # no gradient arrived: none leaves, as torch
                 else:
-                    out = node.apply(grads) if node._anomaly is None else run_checked(node, grads)
+                    out = run_checked(node, grads) if anomaly else node.apply(grads)
                 if prof is not None:
                     prof.pop()
                 if node._hooks is not None:
@@ -428,11 +446,26 @@ def _dense(a):
     return True
 
 
+def _run_accumulate(node, grads, create_graph):
+    """An AccumulateGrad node, hooks in torch's order: the leaf's tensor hooks, the
+    node's pre-hooks (they see what the tensor hooks returned), the accumulation,
+    post-accumulate-grad hooks, the node's hooks."""
+    var = node.variable
+    g = grads[0] if grads else None
+    if g is not None and var._hooks:
+        g = _call_tensor_hooks(var._hooks, g)
+    grads = [g]
+    if node._pre_hooks is not None:
+        grads = _node_pre_hooks(node, grads)
+    _accumulate(var, grads[0], create_graph)
+    if node._hooks is not None:
+        for fn in tuple(node._hooks.values()):
+            fn((), tuple(grads))
+
+
 def _accumulate(var, g, create_graph):
     if g is None:
         return
-    if var._hooks:
-        g = _call_tensor_hooks(var._hooks, g)
     if var._grad is None:
         if create_graph:
             var._grad = g.clone()
@@ -451,4 +484,5 @@ def _accumulate(var, g, create_graph):
         gd._vc[0] += 1
     if var._post_hooks:
         for fn in tuple(var._post_hooks.values()):
-            fn(var)
+            if fn(var) is not None:
+                raise RuntimeError("Tensor post accumulate grad hooks should return None.")

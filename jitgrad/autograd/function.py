@@ -12,7 +12,7 @@ import threading
 import numpy as np
 
 from .. import _state
-from .._node import Node, SavedTensor, edge_of
+from .._node import EMPTY_SAVED, Node, SavedTensor, edge_of
 from ..ops.inplace import VIEW_OF_LEAF_MESSAGE, move_history
 from ..tensor import CPU, CUDA0, Tensor, on_device
 
@@ -89,6 +89,11 @@ class BackwardCFunction(FunctionCtx, Node):
                                 f"{i}; expected a Tensor or None")
             out.append(g)
         return out
+
+    @property
+    def _raw_saved_tensors(self):
+        """The stored objects behind saved_tensors (register_hooks on one of them)."""
+        return tuple(EMPTY_SAVED if s is None else s for s in self.__dict__.get("_saved", ()))
 
     def _release(self):
         for s in self.__dict__.get("_saved") or ():

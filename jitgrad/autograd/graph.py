@@ -4,7 +4,7 @@ import threading
 import weakref
 
 from .. import _state
-from .._node import Node, RemovableHandle, _handle_ids, edge_of
+from .._node import GradientEdge, Node, RemovableHandle, _handle_ids, gradient_edge
 from ..tensor import Tensor, on_device
 
 __all__ = ["Node", "GradientEdge", "get_gradient_edge", "increment_version",
@@ -12,22 +12,13 @@ __all__ = ["Node", "GradientEdge", "get_gradient_edge", "increment_version",
            "register_multi_grad_hook", "allow_mutation_on_saved_tensors"]
 
 
-class GradientEdge(tuple):
-    """(node, output_nr): where the gradient of a tensor enters the graph."""
-    __slots__ = ()
-
-    def __new__(cls, node, output_nr):
-        return tuple.__new__(cls, (node, output_nr))
-
-    node = property(lambda self: self[0])
-    output_nr = property(lambda self: self[1])
-
-
 def get_gradient_edge(tensor):
+    """The GradientEdge of `tensor`: pass it among the outputs or inputs of grad and
+    backward to differentiate from or to it, even after `tensor` itself is gone."""
     if not tensor.requires_grad:
         raise RuntimeError("It is not possible to get the gradient edge for a Tensor that does not "
                            "require gradients")
-    return GradientEdge(*edge_of(tensor))
+    return gradient_edge(tensor)
 
 
 def increment_version(tensor):
@@ -149,12 +140,15 @@ class save_on_cpu(saved_tensors_hooks):
 
 
 class disable_saved_tensors_hooks:
-    """Inside, entering saved_tensors_hooks raises RuntimeError(error_message)."""
+    """Inside, entering saved_tensors_hooks raises RuntimeError(error_message); so
+    does entering this context while saved-tensor hooks are active (as torch)."""
 
     def __init__(self, error_message):
         self.error_message = error_message
 
     def __enter__(self):
+        if _state.local.saved_hooks:
+            raise RuntimeError(self.error_message)
         self.prev = _state.local.hooks_disabled
         _state.local.hooks_disabled = self.error_message
         return self

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import _state
 from .. import dtypes as _dt
-from .._node import inplace_target
+from .._node import inplace_target, move_retain_grad, set_history
 from ..tensor import Tensor
 from .registry import FW, call, compute_dtype, record
 from .shape import apply_chain
@@ -18,6 +18,11 @@ MULTI_VIEW_NODES = ("SplitBackward0", "SplitWithSizesBackward0", "UnbindBackward
 LEAF_MESSAGE = "a leaf Variable that requires grad is being used in an in-place operation."
 # Views that an in-place op may not rebase, by how they were made (torch's CreationMeta).
 VIEW_CREATION_HINTS = {
+    "no_grad": (
+        " Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify "
+        "your code by moving both the view and the inplace either both inside the no_grad block "
+        "(if you don't want the inplace to be tracked) or both outside (if you want the inplace "
+        "to be tracked)."),
     "inference_mode": (
         " Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify "
         "your code by moving both the view and the inplace either both inside the inference_mode "
@@ -62,15 +67,20 @@ def check_writable(x):
 
 
 def check_view_creation(x, recorded):
-    """A view made in inference mode or by a custom Function may not be written by
-    an op autograd records (or would record, as its base requires grad)."""
+    """A view made in inference mode, under no_grad or by a custom Function may not
+    be written by an op autograd records (or would record, as its base requires grad)."""
     if x._creation_meta is not None and (recorded or (_state.local.grad_enabled and x._base._rg)):
         raise RuntimeError(_view_creation_message(x, "is being"))
 
 
 def _view_creation_message(x, modified):
     meta = x._creation_meta
-    if meta == "inference_mode":
+    if meta == "no_grad":
+        # torch names the view's node when it has one (a view of a no_grad view)
+        head = ("A view was" if x.grad_fn is None else
+                f"Output {x.output_nr} of {x.grad_fn.name()} is a view of a view which was")
+        head += f" created in no_grad mode and {modified} modified inplace with grad mode enabled."
+    elif meta == "inference_mode":
         head = f"A view was created in inference mode and {modified} modified inplace in normal mode."
     elif x.grad_fn is None:
         head = (f"A view was created in no_grad mode and {modified} modified inplace with grad mode "
@@ -83,9 +93,15 @@ def _view_creation_message(x, modified):
 def apply_inplace(x, compute):
     """Run `compute(x)` (an out-of-place Tensor result) and store it into x."""
     check_writable(x)
-    inplace_target[0] = x
+    src = x
+    if x._base is not None and x.grad_fn is not None and _state.local.grad_enabled:
+        # Compute from a fresh alias of the view: as with torch's CopySlices, the op's
+        # gradient then reaches the base without passing the view's old node, whose
+        # hooks see gradients of the view's old value only.
+        src = apply_chain(x._base, x._view_chain)
+    inplace_target[0] = src
     try:
-        r = compute(x)
+        r = compute(src)
     finally:
         inplace_target[0] = None
     check_view_creation(x, r._rg)
@@ -99,6 +115,10 @@ def apply_inplace(x, compute):
                            f"output type {x.dtype.name}")
     np.copyto(x._data, rd, casting="unsafe")
     x._vc[0] += 1
+    if r.grad_fn is not None and rd.dtype == x._data.dtype and rd.shape == x._data.shape:
+        for s in r.grad_fn._saved_tensors():
+            if s._data is rd:
+                s.rebind(x)
     if r._rg:
         move_history(x, r)
     if FW[0] is not None and (r._fw is not None or x._fw is not None):
@@ -112,7 +132,7 @@ def move_history(x, r):
     if x._base is not None:
         _rebase_view(x, r)
     else:
-        x.grad_fn, x.output_nr, x._rg = r.grad_fn, r.output_nr, True
+        set_history(x, r.grad_fn, r.output_nr, True)
     _refresh_views(x._base if x._base is not None else x, x)
 
 
@@ -175,7 +195,7 @@ def _refresh_views(base, changed):
                 _refuse_backward_through(v)
                 continue
             regen = apply_chain(base, v._view_chain)
-            v.grad_fn, v.output_nr, v._rg = regen.grad_fn, regen.output_nr, regen._rg
+            set_history(v, regen.grad_fn, regen.output_nr, regen._rg)
 
 
 def _refuse_backward_through(v):
@@ -191,6 +211,8 @@ def _refuse_backward_through(v):
 def _rebase_view(v, r):
     base = v._base
     chain = v._view_chain
+    old = base.grad_fn, base.output_nr
     record("CopySlices", (base, r), (base,), _copy_slices_backward, attrs=(chain, base._data.shape))
+    move_retain_grad(base, *old)
     regen = apply_chain(base, chain)
-    v.grad_fn, v.output_nr, v._rg = regen.grad_fn, regen.output_nr, True
+    set_history(v, regen.grad_fn, regen.output_nr, True)

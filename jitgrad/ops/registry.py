@@ -7,11 +7,13 @@ per-input backward kernels (`g * partial`), and, for double backward, the
 same partials evaluated with Tensor ops. Python scalars are kernel operands
 like tensors (never saved, never baked into the kernel source).
 """
+import ast
+
 import numpy as np
 
 from .. import _state
 from .. import dtypes as _dt
-from .._node import Node, SavedTensor, edge_of
+from .._node import EMPTY_SAVED, Node, SavedTensor, edge_of
 from ..kernels import cache as _cache
 from ..kernels import quiet
 from ..kernels import cpu as _cpu
@@ -87,9 +89,8 @@ class FunctionNode(Node):
     def saved(self):
         return tuple(s.unpack(self) for s in self._saved)
 
-    def _release(self):
-        for s in self._saved:
-            s.release()
+    def _saved_tensors(self):
+        return [s for s in self._saved if s is not None]
 
     def __getattr__(self, name):
         return _saved_attribute(self, name, self._names, self._saved)
@@ -99,9 +100,9 @@ def _saved_attribute(node, name, names, saved):
     for prefix, raw in (("_saved_", False), ("_raw_saved_", True)):
         if name.startswith(prefix) and name[len(prefix):] in names:
             s = saved[names.index(name[len(prefix):])]
-            if type(s) is not SavedTensor:
-                return s
-            return s if raw else s.unpack(node)
+            if type(s) is SavedTensor:
+                return s if raw else s.unpack(node)
+            return EMPTY_SAVED if raw and s is None else s
     raise AttributeError(f"'{type(node).__name__}' object has no attribute '{name}'")
 
 
@@ -204,6 +205,7 @@ class ElementwiseOp:
         self._fwd = {}
         self._bwd = {}
         self._needs = {}
+        self._save_order = {}
         self._tensor_fns = [None] * len(args)
 
     def __repr__(self):
@@ -219,6 +221,21 @@ class ElementwiseOp:
                     used |= p[1]
             got = (tuple(a in used for a in self.args), "out" in used)
             self._needs[mask] = got
+        return got
+
+    def save_order(self, mask):
+        """Operand indices in the order torch saves them for the inputs in `mask`: by
+        first use, reading the partials input by input (x * y saves y, then x)."""
+        got = self._save_order.get(mask)
+        if got is None:
+            order = []
+            for i, src in enumerate(self.partial_src):
+                if mask >> i & 1 and src is not None:
+                    names = sorted((n for n in ast.walk(ast.parse(src, mode="eval"))
+                                    if isinstance(n, ast.Name)), key=lambda n: n.col_offset)
+                    order += [self.args.index(n.id) for n in names if n.id in self.args]
+            order += range(self.n_args)
+            got = self._save_order[mask] = tuple(dict.fromkeys(order))
         return got
 
     def arg_dtypes(self, kdt):
@@ -276,7 +293,9 @@ class ElementwiseOp:
         if fn is None:
             from . import formulas as _ew  # the table module exposes every formula name
             src = f"lambda {', '.join(self.args)}, out: {self.partial_src[i]}"
-            fn = self._tensor_fns[i] = eval(src, {k: getattr(_ew.FORMULA_FUNCTIONS, k)
+            # the file name marks these frames as jitgrad's (anomaly mode leaves them out)
+            code = compile(src, f"<jitgrad formula {self.name}>", "eval")
+            fn = self._tensor_fns[i] = eval(code, {k: getattr(_ew.FORMULA_FUNCTIONS, k)
                                                   for k in dir(_ew.FORMULA_FUNCTIONS)
                                                   if not k.startswith("_")})
         return fn
@@ -346,12 +365,8 @@ class ElementwiseNode(Node):
                 res.append(g * op.tensor_partial(i)(*vals, out))
         return res
 
-    def _release(self):
-        for s in self._saved:
-            if type(s) is SavedTensor:
-                s.release()
-        if self._out is not None:
-            self._out.release()
+    def _saved_tensors(self):
+        return [s for s in (*self._saved, self._out) if type(s) is SavedTensor]
 
     @property
     def next_functions(self):
@@ -614,12 +629,15 @@ def _record_elementwise(op, operands, out, kdt):
         if isinstance(v, Tensor):
             edges.append(edge_of(v))
             metas.append((v._data.shape, v._data.dtype, type(v._data)) if mask >> i & 1 else None)
-            saved.append(SavedTensor(v) if need_args[i] else None)
+            saved.append(None)
         else:
             edges.append((None, 0))
             metas.append(None)
             saved.append(v)
         i += 1
+    for i in op._save_order.get(mask) or op.save_order(mask):
+        if need_args[i] and isinstance(operands[i], Tensor):
+            saved[i] = SavedTensor(operands[i])
     name = op.default_node
     if op.node_names:
         name = op.node_names.get(tuple(isinstance(v, Tensor) for v in operands), name)

@@ -17,6 +17,18 @@ def _as_shape(args):
     return tuple(int(s) for s in args)
 
 
+def _creation_meta(x):
+    """How a view of x is made, when that forbids a later recorded in-place op on
+    it (torch's CreationMeta): in inference mode, under no_grad, or by a custom
+    Function (set there). A view of such a view keeps the mark, unless it is made
+    under a mode that sets its own; inference mode's mark is never replaced."""
+    loc = _state.local
+    inherited = x._creation_meta
+    if x._inference or (loc.grad_enabled and not loc.inference) or inherited == "inference_mode":
+        return inherited
+    return "inference_mode" if loc.inference else "no_grad"
+
+
 def make_view(x, arr, fn, args):
     """A Tensor sharing `x`'s storage; remembers how to redo itself from the base
     (so an in-place op through it can update the base's history)."""
@@ -25,8 +37,7 @@ def make_view(x, arr, fn, args):
     base = out._base = x._base if x._base is not None else x
     out._view_chain = (x._view_chain or ()) + ((fn, args),)
     out._inference = x._inference
-    out._creation_meta = x._creation_meta or (
-        "inference_mode" if _state.local.inference and not x._inference else None)
+    out._creation_meta = _creation_meta(x)
     # The base knows its live views, so an in-place change of the base (or of
     # one view) can give the others a grad_fn over the new history.
     views = base._views
@@ -588,9 +599,11 @@ def split(x, split_size_or_sections, dim=0):
                                f"(input tensor's size at dimension {d}), but got split_sizes={sizes}")
         name = "SplitWithSizesBackward0"
     outs, start = [], 0
+    meta = _creation_meta(x)  # of the caller's grad mode, not of the block below
     with _state.grad_disabled():
         for s in sizes:
             o = narrow(x, d, start, s)
+            o._creation_meta = meta
             outs.append(o)
             start += s
     if FW[0] is not None:
@@ -621,8 +634,11 @@ def _present(grads):
 
 def unbind(x, dim=0):
     d = wrap_dim(dim, x._data.ndim)
+    meta = _creation_meta(x)  # of the caller's grad mode, not of the block below
     with _state.grad_disabled():
         outs = [select(x, d, i) for i in range(x._data.shape[d])]
+    for o in outs:
+        o._creation_meta = meta
     if FW[0] is not None:
         jvp(outs, (x,), lambda tx: unbind(tx, d + nb(tx, x)))
     record("UnbindBackward0", (x,), outs, _unbind_backward, attrs=(d, x._data.shape, x._data.dtype))

@@ -519,3 +519,114 @@ def test_engine_errors_carry_a_fix_hint(case):
     with pytest.raises(RuntimeError) as info:
         fn(jitgrad.ones(2, requires_grad=True))
     assert hint in str(info.value)
+
+
+# ---- outputs, .grad of non-leaves, in-place ops and views ------------------------------------
+
+def test_grad_with_no_inputs_raises(lib):
+    x = T(lib, [1.0, 2.0])
+    for inputs in ([], ()):
+        with raises(RuntimeError, "`inputs` argument to `grad()` cannot be empty."):
+            lib.autograd.grad((x * 2).sum(), inputs)
+    with raises(RuntimeError, "`inputs` argument to `backward()` cannot be empty."):
+        (x * 2).sum().backward(inputs=[])
+
+
+def test_the_same_output_twice(lib):
+    x = T(lib, [1.0, 2.0])
+    y = x * x
+    g1, g2 = T(lib, [1.0, 1.0], grad=False), T(lib, [2.0, 3.0], grad=False)
+    (gx,) = lib.autograd.grad([y, y], x, [g1, g2], retain_graph=True)
+    close(gx, [6.0, 16.0])
+    s = y.sum()
+    (gx,) = lib.autograd.grad([s, s], x, retain_graph=True)
+    close(gx, [4.0, 8.0])
+    lib.autograd.backward([y, y], [g1, g2])
+    close(x.grad, [6.0, 16.0])
+    lib.autograd.backward([x, x], [g1, g2])  # a leaf twice
+    close(x.grad, [9.0, 20.0])
+
+
+NON_LEAF_GRAD = "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed"
+
+
+def test_reading_grad_of_a_non_leaf_warns(lib):
+    x = T(lib, [1.0, 2.0])
+    y = x * 2
+    with pytest.warns(UserWarning, match=re.escape(NON_LEAF_GRAD) + ".*use .retain_grad"):
+        assert y.grad is None
+    y.retain_grad()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert y.grad is None and x.grad is None  # retained, or a leaf: no warning
+        with lib.no_grad():
+            z = x * 2
+        assert z.grad is None
+
+
+def test_retain_grad_then_an_in_place_op(lib):
+    x = T(lib, [1.0, 2.0])
+    y = x * 2
+    y.retain_grad()
+    y.mul_(3)
+    (y * y).sum().backward()
+    assert y.retains_grad
+    close(y.grad, [12.0, 24.0])  # the gradient of y's new value
+    close(x.grad, [72.0, 144.0])
+
+
+@pytest.mark.parametrize("retained, changed", [("view", "base"), ("base", "view")])
+def test_retain_grad_then_an_in_place_op_through_a_view(lib, retained, changed):
+    x = T(lib, [1.0, 2.0, 3.0])
+    y = x * 2
+    v = y[:2]
+    (v if retained == "view" else y).retain_grad()
+    (y if changed == "base" else v).mul_(3)
+    out = v if retained == "view" else y
+    (out * out).sum().backward()
+    close(out.grad, [12.0, 24.0] if retained == "view" else [12.0, 24.0, 12.0])
+    close(x.grad, [72.0, 144.0, 0.0] if retained == "view" else [72.0, 144.0, 24.0])
+
+
+def test_an_in_place_op_on_a_base_makes_its_views_require_grad(lib):
+    b = T(lib, [0.0, 0.0, 0.0], grad=False)
+    v = b[:2]
+    w = T(lib, [1.0, 2.0, 3.0])
+    assert not v.requires_grad
+    b.add_(w)
+    assert v.requires_grad and not v.is_leaf and v.grad_fn is not None
+    v.sum().backward()
+    close(w.grad, [1.0, 1.0, 0.0])
+
+
+NO_GRAD_VIEW = ("created in no_grad mode and is being modified inplace with grad mode enabled. "
+                "Given that this use case is ambiguous and error-prone, it is forbidden. You can "
+                "clarify your code by moving both the view and the inplace either both inside the "
+                "no_grad block")
+
+
+@pytest.mark.parametrize("base", ["non-leaf", "leaf", "no grad, grad from the other operand"])
+def test_view_made_under_no_grad_modified_in_place_with_grad_raises(lib, base):
+    x = T(lib, [1.0, 2.0, 3.0], grad=base != "no grad, grad from the other operand")
+    y = x * 2 if base == "non-leaf" else x
+    with lib.no_grad():
+        v = y[:2]
+    other = T(lib, [2.0, 2.0])
+    with raises(RuntimeError, "A view was " + NO_GRAD_VIEW):
+        v.mul_(other)
+    close(y.detach(), [2.0, 4.0, 6.0] if base == "non-leaf" else [1.0, 2.0, 3.0])  # unchanged
+    # a view of it too (torch names the nested view's node, where it records one)
+    with pytest.raises(RuntimeError, match="(A view was|is a view of a view which was) "
+                                           + re.escape(NO_GRAD_VIEW)):
+        v[:1].mul_(other[:1])
+    with lib.no_grad():
+        v.mul_(2)  # both under no_grad: allowed
+    v.detach().mul_(2)
+
+
+def test_view_made_under_no_grad_without_any_grad_can_be_modified(lib):
+    b = T(lib, [1.0, 2.0, 3.0], grad=False)
+    with lib.no_grad():
+        v = b[:2]
+    v.mul_(2)  # nothing requires grad: nothing to forbid
+    close(b, [2.0, 4.0, 3.0])

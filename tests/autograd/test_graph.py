@@ -294,3 +294,145 @@ def test_one_hook_on_a_100_node_graph():
     y.sum().backward()
     assert calls == [1]
     np.testing.assert_allclose(x.grad.numpy(), np.full(4, 1.01 ** 100), rtol=1e-5)
+
+
+# ---- GradientEdge as an output -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lib", LIBS, ids=["jitgrad", "torch"])
+def test_gradient_edge_as_an_output_of_grad_and_backward(lib):
+    x = leaf(lib)
+    y = x.exp()
+    z = x * 3
+    edge = lib.autograd.graph.get_gradient_edge(y)
+    (gx,) = lib.autograd.grad(edge, x, grad_outputs=lib.ones(3), retain_graph=True)
+    np.testing.assert_allclose(gx.numpy(), np.exp([1.0, 2.0, 3.0]), rtol=1e-6)
+    lib.autograd.backward([edge, z], [lib.ones(3), lib.ones(3)])
+    np.testing.assert_allclose(x.grad.numpy(), np.exp([1.0, 2.0, 3.0]) + 3, rtol=1e-6)
+    with pytest.raises(RuntimeError, match="Mismatch in shape: grad_output\\[0\\] has a shape of"):
+        lib.autograd.grad(lib.autograd.graph.get_gradient_edge(x.sin()), x, lib.ones(2))
+    with pytest.raises(RuntimeError, match="grad can be implicitly created only for scalar outputs"):
+        lib.autograd.grad(lib.autograd.graph.get_gradient_edge(x.sin()), x)
+    s = x.sin().sum()
+    (gs,) = lib.autograd.grad(lib.autograd.graph.get_gradient_edge(s), x)  # a scalar edge
+    np.testing.assert_allclose(gs.numpy(), np.cos([1.0, 2.0, 3.0]), rtol=1e-6)
+
+
+@pytest.mark.parametrize("lib", LIBS, ids=["jitgrad", "torch"])
+def test_gradient_edge_of_a_leaf_as_an_output(lib):
+    x = leaf(lib)
+    lib.autograd.backward(lib.autograd.graph.get_gradient_edge(x), lib.full((3,), 2.0))
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0, 2.0])
+
+
+@pytest.mark.parametrize("lib", LIBS, ids=["jitgrad", "torch"])
+def test_gradient_edge_keeps_its_graph_alive(lib):
+    x = leaf(lib)
+    y = x.exp() * 2
+    edge = lib.autograd.graph.get_gradient_edge(y)
+    ref = weakref.ref(y)
+    del y
+    gc.collect()
+    assert ref() is None  # the tensor is gone, its graph is not
+    assert edge.node.name() == "MulBackward0"
+    (gx,) = lib.autograd.grad(edge, x, grad_outputs=lib.ones(3))
+    np.testing.assert_allclose(gx.numpy(), 2 * np.exp([1.0, 2.0, 3.0]), rtol=1e-6)
+
+
+# ---- hook order ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lib", LIBS, ids=["jitgrad", "torch"])
+def test_tensor_pre_hooks_run_before_node_pre_hooks(lib):
+    log = []
+    x = leaf(lib)
+    y = x * 2
+    y.grad_fn.register_prehook(lambda go: log.append("node pre-hook 1"))
+    y.register_hook(lambda g: log.append("tensor hook 1"))
+    y.grad_fn.register_prehook(lambda go: log.append("node pre-hook 2"))
+    y.register_hook(lambda g: log.append("tensor hook 2"))
+    y.sum().backward()
+    assert log == ["tensor hook 1", "tensor hook 2", "node pre-hook 1", "node pre-hook 2"]
+
+
+@pytest.mark.parametrize("lib", LIBS, ids=["jitgrad", "torch"])
+def test_accumulate_grad_hooks_see_what_the_tensor_hook_returned(lib):
+    log = []
+    x = leaf(lib, (1.0, 2.0))
+    acc = lib.autograd.graph.get_gradient_edge(x).node
+    acc.register_prehook(lambda go: (log.append(("node pre-hook", go[0].tolist())), (go[0] + 1,))[1])
+    x.register_hook(lambda g: (log.append(("tensor hook", g.tolist())), g * 10)[1])
+    acc.register_hook(lambda gi, go: log.append(("node hook", gi, go[0].tolist())))
+    x.register_post_accumulate_grad_hook(lambda p: log.append(("post-accumulate", p.grad.tolist())))
+    (x * 2).sum().backward()
+    assert log == [("tensor hook", [2.0, 2.0]), ("node pre-hook", [20.0, 20.0]),
+                   ("post-accumulate", [21.0, 21.0]), ("node hook", (), [21.0, 21.0])]
+
+
+@pytest.mark.parametrize("lib", LIBS, ids=["jitgrad", "torch"])
+@pytest.mark.parametrize("through", ["the same view", "another view"])
+def test_hooks_on_a_view_are_dropped_after_an_in_place_op(lib, through):
+    log = []
+    x = leaf(lib, (1.0, 2.0, 3.0, 4.0))
+    b = x.clone()
+    v1 = b[:2]
+    v1.register_hook(lambda g: log.append(g.tolist()))
+    (b[1:3] if through == "another view" else v1).mul_(2)
+    (v1.sum() + b.sum()).backward()
+    assert log == []
+    expected = [4.0, 4.0, 1.0, 1.0] if through == "the same view" else [2.0, 4.0, 2.0, 1.0]
+    assert x.grad.tolist() == expected
+
+
+@pytest.mark.parametrize("lib", LIBS, ids=["jitgrad", "torch"])
+def test_hook_on_a_view_sees_the_old_value_s_gradient_only(lib):
+    log = []
+    x = leaf(lib, (1.0, 2.0, 3.0))
+    b = x.clone()
+    v = b[:2]
+    w = v * 5  # uses v before the in-place op
+    v.register_hook(lambda g: log.append(g.tolist()))
+    v.mul_(2)
+    (w.sum() + v.sum()).backward()
+    assert log == [[5.0, 5.0]]
+    assert x.grad.tolist() == [7.0, 7.0, 0.0]
+
+
+def two_outputs(lib):
+    class Two(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 2, a * 3
+
+        @staticmethod
+        def backward(ctx, ga, gb):
+            return ga * 2 + gb * 3
+    return Two
+
+
+def retained_grads_after_in_place(lib, changed):
+    x = leaf(lib, (1.0, 2.0))
+    a, b = two_outputs(lib).apply(x)
+    a.retain_grad()
+    b.retain_grad()
+    (a, b)[changed].mul_(5)
+    (a.sum() * 7 + b.sum() * 11).backward()
+    assert a.retains_grad and b.retains_grad
+    return a.grad.tolist(), b.grad.tolist(), x.grad.tolist()
+
+
+def test_retains_grad_moves_with_in_place_ops_on_a_multi_output_node():
+    # the changed output's .grad is the gradient of its new value, the other's of its own
+    assert retained_grads_after_in_place(jitgrad, 0) == retained_grads_after_in_place(torch, 0) \
+        == ([7.0, 7.0], [11.0, 11.0], [103.0, 103.0])
+    # torch 2.13 moves output 0's retain_grad here instead of output 1's (a.grad == [11, 11],
+    # b.grad == [55, 55]); jitgrad moves the changed output's (see hooks-and-saved-tensors.md)
+    assert retained_grads_after_in_place(jitgrad, 1) == ([7.0, 7.0], [11.0, 11.0], [179.0, 179.0])
+
+
+@pytest.mark.parametrize("lib", LIBS, ids=["jitgrad", "torch"])
+def test_post_accumulate_grad_hook_returning_a_value_raises(lib):
+    x = leaf(lib)
+    x.register_post_accumulate_grad_hook(lambda p: p.grad * 2)
+    with pytest.raises(RuntimeError, match="Tensor post accumulate grad hooks should return None."):
+        (x * 2).sum().backward()
