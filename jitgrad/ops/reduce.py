@@ -140,27 +140,35 @@ def _take(t, dim, indices, keepdim, k=0):
 
 
 def _amax_backward(node, g):
-    shape, axes, keepdim = node._attrs
+    shape, axes, keepdim, nan_aware = node._attrs
     x, out = node.saved()
-    mask = E.eq(x, _unreduce(out, shape, axes, keepdim))
+    oe = _unreduce(out, shape, axes, keepdim)
+    mask = E.eq(x, oe)
+    if nan_aware:  # full max()/min(): a NaN result comes from the NaN elements
+        mask = E.where(E.ne(oe, oe), E.ne(x, x), mask)
     count = sum(mask, axes, keepdim=True)
-    # Ties share the gradient evenly (torch's amax/amin and full max/min rule).
+    # Ties share the gradient evenly (torch's amax/amin and full max/min rule); amax and
+    # amin of a NaN have no equal element, so 0 / 0 = NaN everywhere, as in torch.
     return (_unreduce(g, shape, axes, keepdim) * mask / count,)
 
 
 def _extreme(x, dim, keepdim, fn, name):
     d = x._data
     axes = _axes(dim, d.ndim)
-    if d.size == 0 and (dim is None or any(d.shape[a] == 0 for a in axes)):
+    if d.size == 0 and dim is None:
         raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0."
                            " Specify the reduction dim with the 'dim' argument.")
+    for a in axes:
+        if d.shape[a] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {a} to have non-zero size.")
     r = fn(d, axis=axes, keepdims=keepdim)
     out = Tensor(asarray(r))
-    node = name.capitalize() + "Backward0"
+    full = name in ("max", "min")  # max()/min() without dim: MaxBackward1, NaN-aware
+    node = name.capitalize() + ("Backward1" if full else "Backward0")
     if FW[0] is not None:
         jvp(out, (x,), lambda tx: _amax_jvp(tx, x, out, axes, keepdim))
     record(node, (x,), (out,), _amax_backward, save=(x, out), names=("self", "result"),
-           attrs=(d.shape, axes, keepdim))
+           attrs=(d.shape, axes, keepdim, full))
     return out
 
 
@@ -260,12 +268,17 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return out
 
 
+def _over_std(t, out):
+    """t / out, 0 where the std is 0 (torch's subgradient for a constant input)."""
+    return E.where(E.eq(out, 0), 0.0, t / out)
+
+
 def _std_backward(node, g):
     shape, axes, keepdim, corr = node._attrs
     x, out = node.saved()
     n = _count(shape, axes)
     centered = x - mean(x, axes, keepdim=True)
-    ge = _unreduce(g / out, shape, axes, keepdim)
+    ge = _unreduce(_over_std(g, out), shape, axes, keepdim)
     return (ge * centered / (n - corr),)
 
 
@@ -278,9 +291,9 @@ def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     axes = _axes(dim, d.ndim)
     out = Tensor(asarray(d.std(axis=axes, ddof=corr, keepdims=keepdim)).astype(d.dtype, copy=False))
     if FW[0] is not None:
-        jvp(out, (x,), lambda tx: sum((x - mean(x, axes, keepdim=True)) * tx,
-                                     _shift(axes, nb(tx, x)), keepdim)
-            / ((_count(d.shape, axes) - corr) * out))
+        jvp(out, (x,), lambda tx: _over_std(sum((x - mean(x, axes, keepdim=True)) * tx,
+                                                _shift(axes, nb(tx, x)), keepdim), out)
+            / (_count(d.shape, axes) - corr))
     record("StdBackward0", (x,), (out,), _std_backward, save=(x, out), names=("self", "result"),
            attrs=(d.shape, axes, keepdim, corr))
     return out
