@@ -96,8 +96,9 @@ _clamp = _ew("clamp", ("x", "lo", "hi"),
              node_names={(True, False, False): "ClampBackward1"}, scalars={"lo": -0.5, "hi": 0.5},
              scalar_params=("lo", "hi"))
 # torch: LerpBackward0 for a Python-number weight, LerpBackward1 for a tensor weight.
-# Two forms as torch, each exact at its end: lerp(inf, 1, 0.5) is inf, not inf - inf.
-lerp = _ew("lerp", ("x", "y", "w"), out="where(w < 0.5, x + w * (y - x), y - (y - x) * (1 - w))", x="1 - w", y="w", w="y - x",
+# torch's two forms, each exact at its end (lerp(inf, 1, 0.5) is inf, not inf - inf), with
+# one rounding as its vector loop: lerp(0, max, -1) is -max, though (y - x) * (1 - w) overflows.
+lerp = _ew("lerp", ("x", "y", "w"), out="where(abs(w) < 0.5, fma(w, y - x, x), fma(x - y, 1 - w, y))", x="1 - w", y="w", w="y - x",
            node_names={(a, b, w): f"LerpBackward{int(w)}"
                        for a in (True, False) for b in (True, False) for w in (True, False)},
            scalar_params=("w",))
@@ -143,8 +144,12 @@ def clamp(x, min=None, max=None):
 
 clip = clamp
 
+def _fma(a, b, c):
+    return a * b + c
+
+
 # Formula function names resolved on Tensors, for double backward.
 FORMULA_FUNCTIONS = types.SimpleNamespace(
     exp=exp, exp2=exp2, log=log, log2=log2, log1p=log1p, expm1=expm1, sqrt=sqrt, sin=sin,
     cos=cos, tan=tan, asin=asin, acos=acos, atan=atan, sinh=sinh, cosh=cosh, tanh=tanh,
-    erf=erf, atan2=atan2, abs=abs, sign=sign, where=where)
+    erf=erf, atan2=atan2, abs=abs, sign=sign, where=where, fma=_fma)

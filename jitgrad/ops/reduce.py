@@ -91,7 +91,11 @@ def _prod_backward(node, g):
     shape, axes, keepdim = node._attrs
     x, out = node.saved()
     ge = _unreduce(g, shape, axes, keepdim)
-    if not (x._data == 0).any():
+    o = out._data
+    # out / x is 0 / 0 at a zero and loses the gradient where the product falls below
+    # the normal range (a subnormal factor): exclusive products there. (NaN: out / x,
+    # NaN everywhere, as torch.)
+    if not (x._data == 0).any() and not (abs(o) < np.finfo(o.dtype).tiny).any():
         return (ge * _unreduce(out, shape, axes, keepdim) / x,)
     return (ge * _prod_others(x._data, axes),)
 
@@ -243,11 +247,32 @@ def _correction(unbiased, correction):
     return 1 if unbiased is None or unbiased else 0
 
 
+def _pivot(d, axes):
+    """The first element of each reduction (keepdims shape; 0 for an empty input)."""
+    if not d.size:
+        return d.dtype.type(0)
+    return d[tuple(slice(0, 1) if i in axes else slice(None) for i in range(d.ndim))]
+
+
+def _centered(x, axes):
+    return x - mean(x, axes, keepdim=True)
+
+
+def _moment(d, axes, corr, keepdim, fn):
+    """numpy's var or std (`fn`) of the input minus one of its elements per reduction:
+    exactly 0 for a constant input, where x - mean(x) keeps the rounding error of the
+    mean. float32 is summed in float64, so values near the float32 limit do not
+    overflow the squares."""
+    wide = np.float64 if d.dtype == np.float32 else d.dtype
+    z = d.astype(wide) - _pivot(d, axes)
+    return asarray(getattr(z, fn)(axis=axes, ddof=corr, keepdims=keepdim)).astype(d.dtype, copy=False)
+
+
 def _var_backward(node, g):
     shape, axes, keepdim, corr = node._attrs
     (x,) = node.saved()
     n = _count(shape, axes)
-    centered = x - mean(x, axes, keepdim=True)
+    centered = _centered(x, axes)
     return (_unreduce(g, shape, axes, keepdim) * centered * (2.0 / (n - corr)),)
 
 
@@ -258,9 +283,9 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     corr = _correction(unbiased, correction)
     d = x._data
     axes = _axes(dim, d.ndim)
-    out = Tensor(asarray(d.var(axis=axes, ddof=corr, keepdims=keepdim)).astype(d.dtype, copy=False))
+    out = Tensor(_moment(d, axes, corr, keepdim, "var"))
     if FW[0] is not None:
-        jvp(out, (x,), lambda tx: sum((x - mean(x, axes, keepdim=True)) * tx,
+        jvp(out, (x,), lambda tx: sum(_centered(x, axes) * tx,
                                      _shift(axes, nb(tx, x)), keepdim)
             * (2.0 / (_count(d.shape, axes) - corr)))
     record("VarBackward0", (x,), (out,), _var_backward, save=(x,), names=("self",),
@@ -277,7 +302,7 @@ def _std_backward(node, g):
     shape, axes, keepdim, corr = node._attrs
     x, out = node.saved()
     n = _count(shape, axes)
-    centered = x - mean(x, axes, keepdim=True)
+    centered = _centered(x, axes)
     ge = _unreduce(_over_std(g, out), shape, axes, keepdim)
     return (ge * centered / (n - corr),)
 
@@ -289,9 +314,9 @@ def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     corr = _correction(unbiased, correction)
     d = x._data
     axes = _axes(dim, d.ndim)
-    out = Tensor(asarray(d.std(axis=axes, ddof=corr, keepdims=keepdim)).astype(d.dtype, copy=False))
+    out = Tensor(_moment(d, axes, corr, keepdim, "std"))
     if FW[0] is not None:
-        jvp(out, (x,), lambda tx: _over_std(sum((x - mean(x, axes, keepdim=True)) * tx,
+        jvp(out, (x,), lambda tx: _over_std(sum(_centered(x, axes) * tx,
                                                 _shift(axes, nb(tx, x)), keepdim), out)
             / (_count(d.shape, axes) - corr))
     record("StdBackward0", (x,), (out,), _std_backward, save=(x, out), names=("self", "result"),
@@ -334,8 +359,9 @@ def _norm_backward_core(x, out, shape, axes, keepdim, p):
     oe = _unreduce(out, shape, axes, keepdim)
     if p == 1:
         return E.sign(x)
-    if p == float("inf"):
-        mask = E.eq(E.abs(x), oe)
+    if p == float("inf"):  # as amax, but a NaN counts as a maximum (torch; sign(nan) is 0)
+        nan = E.ne(x, x)
+        mask = E.where(nan, nan, E.eq(E.abs(x), oe))
         return E.sign(x) * mask / sum(mask, axes, keepdim=True)
     safe = E.where(E.eq(oe, 0), 1.0, oe)
     if p == 2:
