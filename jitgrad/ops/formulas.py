@@ -98,7 +98,7 @@ _clamp = _ew("clamp", ("x", "lo", "hi"),
 # torch: LerpBackward0 for a Python-number weight, LerpBackward1 for a tensor weight.
 # torch's two forms, each exact at its end (lerp(inf, 1, 0.5) is inf, not inf - inf), with
 # one rounding as its vector loop: lerp(0, max, -1) is -max, though (y - x) * (1 - w) overflows.
-lerp = _ew("lerp", ("x", "y", "w"), out="where(abs(w) < 0.5, fma(w, y - x, x), fma(x - y, 1 - w, y))", x="1 - w", y="w", w="y - x",
+lerp = _ew("lerp", ("x", "y", "w"), out="where(abs(w) < 0.5, fma(w, y - x, x), fma(w - 1, y - x, y))", x="1 - w", y="w", w="y - x",
            node_names={(a, b, w): f"LerpBackward{int(w)}"
                        for a in (True, False) for b in (True, False) for w in (True, False)},
            scalar_params=("w",))
