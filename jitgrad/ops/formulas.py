@@ -77,8 +77,9 @@ pow = _ew("pow", _XY, out="x ** y", floating=False, domain=(0.5, 2.0),
           node_names={(True, False): "PowBackward0", (True, True): "PowBackward1",
                       (False, True): "PowBackward2"}, scalar_params=("x", "y"))
 # torch: both partials are 0 where x * x + y * y is 0 (the origin, or squares that underflow).
-atan2 = _ew("atan2", _XY, out="atan2(x, y)", x="y * where(x * x + y * y == 0, 0, 1 / (x * x + y * y))",
-            y="-x * where(x * x + y * y == 0, 0, 1 / (x * x + y * y))", domain=(0.5, 2.0))
+atan2 = _ew("atan2", _XY, out="atan2(x, y)", domain=(0.5, 2.0),
+            x="y * where(x * x + y * y == 0, 0, 1 / (x * x + y * y))",
+            y="-x * where(x * x + y * y == 0, 0, 1 / (x * x + y * y))")
 # NaN propagates (the last branch picks whichever is NaN); ties split the gradient, and
 # where either is NaN both get it (torch masks only the strictly smaller / larger side).
 maximum = _ew("maximum", _XY, out="where(x > y, x, where(x < y, y, where(x != x, x, y)))", floating=False,
@@ -98,7 +99,8 @@ _clamp = _ew("clamp", ("x", "lo", "hi"),
 # torch: LerpBackward0 for a Python-number weight, LerpBackward1 for a tensor weight.
 # torch's two forms, each exact at its end (lerp(inf, 1, 0.5) is inf, not inf - inf), with
 # one rounding as its vector loop: lerp(0, max, -1) is -max, though (y - x) * (1 - w) overflows.
-lerp = _ew("lerp", ("x", "y", "w"), out="where(abs(w) < 0.5, fma(w, y - x, x), fma(w - 1, y - x, y))", x="1 - w", y="w", w="y - x",
+lerp = _ew("lerp", ("x", "y", "w"), out="where(abs(w) < 0.5, fma(w, y - x, x), fma(w - 1, y - x, y))",
+           x="1 - w", y="w", w="y - x",
            node_names={(a, b, w): f"LerpBackward{int(w)}"
                        for a in (True, False) for b in (True, False) for w in (True, False)},
            scalar_params=("w",))
@@ -143,6 +145,7 @@ def clamp(x, min=None, max=None):
 
 
 clip = clamp
+
 
 def _fma(a, b, c):
     return a * b + c

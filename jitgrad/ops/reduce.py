@@ -265,7 +265,8 @@ def _moment(d, axes, corr, keepdim, fn):
     overflow the squares."""
     wide = np.float64 if d.dtype == np.float32 else d.dtype
     z = d.astype(wide) - _pivot(d, axes)
-    return asarray(getattr(z, fn)(axis=axes, ddof=corr, keepdims=keepdim)).astype(d.dtype, copy=False)
+    r = getattr(z, fn)(axis=axes, ddof=corr, keepdims=keepdim)
+    return asarray(r).astype(d.dtype, copy=False)
 
 
 def _var_backward(node, g):

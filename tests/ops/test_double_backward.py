@@ -10,7 +10,8 @@ import jitgrad
 from jitgrad.ops.registry import FUNCTIONS, REGISTRY, call
 
 import helpers
-from registry_cases import DIFFERENTIABLE, INPLACE_KERNELS, function_samples, op_sample, torch_function
+from registry_cases import (DIFFERENTIABLE, INPLACE_KERNELS, function_samples, op_sample,
+                            torch_function)
 
 # torch's layer_norm is one node whose backward reads the input for every output,
 # the bias gradient included; jitgrad's is a composition, where d loss / d bias is
@@ -28,7 +29,8 @@ def _function(name, i):
     return FUNCTIONS[name][0], torch_function(name), FUNCTIONS[name][1][i]
 
 
-CASES = ([pytest.param(_elementwise, (n,), id=n) for n in DIFFERENTIABLE if n not in INPLACE_KERNELS]
+CASES = ([pytest.param(_elementwise, (n,), id=n)
+          for n in DIFFERENTIABLE if n not in INPLACE_KERNELS]
          + [pytest.param(_function, p.values, id=p.id,
                          marks=[pytest.mark.xfail(reason=KNOWN_GAPS[p.values], strict=True)]
                          if p.values in KNOWN_GAPS else [])
@@ -97,3 +99,12 @@ def test_gradient_penalty_through_a_network(loss):
     torch = helpers.require_torch()
     for got, want in zip(_network_penalty(jitgrad, loss), _network_penalty(torch, loss)):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_nll_loss_weight_that_requires_grad_is_refused_as_in_torch():
+    torch = helpers.require_torch()
+    for lib in (jitgrad, torch):
+        x = lib.zeros(3, 4, requires_grad=True)
+        w = lib.ones(4, requires_grad=True)
+        with pytest.raises(RuntimeError, match="not differentiable with respect to argument 'weight'"):
+            lib.nn.functional.nll_loss(x, lib.tensor([0, 1, 2]), weight=w)
