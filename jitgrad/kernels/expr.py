@@ -36,9 +36,12 @@ MATH = {
     "erf": "math.erf({0})",
     "atan2": "math.atan2({0}, {1})",
     "abs": "abs({0})",
-    # sign(nan) is nan, as in torch: the last branch returns the argument.
-    "sign": "(T(1.0) if {0} > T(0.0) else (T(-1.0) if {0} < T(0.0) else {0}))",
+    # torch: sign(nan) = 0 and sign(-0.0) = +0.0.
+    "sign": "(T(1.0) if {0} > T(0.0) else (T(-1.0) if {0} < T(0.0) else T(0.0)))",
     "where": "({1} if {0} else {2})",
+    # a * b + c, one rounding in float kernels (vmath); two here (integers, CUDA's
+    # compiler contracts it to an FMA itself).
+    "fma": "({0} * {1} + {2})",
 }
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**"}

@@ -132,6 +132,20 @@ def _copysign(typingctx, x, y):
     return x(x, y), codegen
 
 
+@intrinsic
+def _fma(typingctx, a, b, c):
+    """a * b + c rounded once (llvm.fma: one vfmadd where the CPU has FMA)."""
+    if not isinstance(a, types.Float) or not (a == b == c):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ty = args[0].type
+        fn = builder.module.declare_intrinsic("llvm.fma", [ty], ir.FunctionType(ty, [ty] * 3))
+        return builder.call(fn, list(args))
+
+    return a(a, b, c), codegen
+
+
 # ---------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------
@@ -1108,16 +1122,32 @@ def erf_f64(x):
 
 
 # ---------------------------------------------------------------------------
+# fma
+# ---------------------------------------------------------------------------
+# a * b + c with one rounding: the product may overflow or cancel where the
+# result does not (torch's vectorized lerp is written with it).
+
+@njit(**_JIT)
+def fma_f32(a, b, c):
+    return _fma(_F(a), _F(b), _F(c))
+
+
+@njit(**_JIT)
+def fma_f64(a, b, c):
+    return _fma(np.float64(a), np.float64(b), np.float64(c))
+
+
+# ---------------------------------------------------------------------------
 # registry
 # ---------------------------------------------------------------------------
 
 FUNCTIONS = {name: (f"{name}_f32", f"{name}_f64") for name in (
     "exp", "exp2", "expm1", "log", "log2", "log1p",
     "sin", "cos", "tan", "tanh", "sinh", "cosh", "sigmoid",
-    "asin", "acos", "atan", "atan2", "erf")}
+    "asin", "acos", "atan", "atan2", "erf", "fma")}
 """formula name -> (float32 function name, float64 function name) in this module."""
 
-ARITY = {name: 2 if name == "atan2" else 1 for name in FUNCTIONS}
+ARITY = {name: {"atan2": 2, "fma": 3}.get(name, 1) for name in FUNCTIONS}
 
 
 def _source_hash():

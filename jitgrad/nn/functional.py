@@ -2,10 +2,12 @@
 compositions of differentiable ops, so they are differentiable twice."""
 import numpy as np
 
+from .. import _state
 from ..ops import formulas as E
 from ..ops import linalg, reduce, shape
-from ..ops.creation import _gen
+from ..ops.creation import _gen, zeros_like
 from ..ops.nn import log_softmax, softmax
+from ..ops.registry import record
 from ..tensor import Tensor, on_device
 
 relu = E.relu
@@ -70,15 +72,40 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
         bad = host[(host != ignore_index) & ((host < 0) | (host >= n_classes))]
         raise IndexError(f"Target {int(bad[0])} is out of bounds (number of classes "
                          f"{n_classes}).")
+    if weight is not None and weight.requires_grad:
+        raise RuntimeError("The function 'nll_loss_forward' is not differentiable with respect to "
+                           "argument 'weight'. This input cannot have requires_grad True. Pass "
+                           "weight.detach() instead.")
     safe = Tensor(t * valid)  # ignored entries gather class 0, then get weight 0
-    picked = shape.squeeze(shape.gather(input, class_dim, shape.unsqueeze(safe, class_dim)), class_dim)
     w = Tensor(valid.astype(input._data.dtype))
     if weight is not None:
         w = w * shape.index_select(weight, 0, safe.reshape(-1)).reshape(safe.shape)
-    loss = -picked * w
+    # One NllLossBackward0 node, as torch, so that its gradient can be linked to the
+    # input (see _nll_loss_backward); forward AD still runs through the ops below.
+    with _state.grad_disabled():
+        picked = shape.squeeze(shape.gather(input, class_dim, shape.unsqueeze(safe, class_dim)),
+                               class_dim)
+        loss = -picked * w
+        out = reduce.sum(loss) / reduce.sum(w) if reduction == "mean" else _reduce(loss, reduction)
+    record("NllLossBackward0", (input,), (out,), _nll_loss_backward, save=(input,), names=("self",),
+           attrs=(class_dim, safe, w, reduction))
+    return out
+
+
+def _nll_loss_backward(node, g):
+    class_dim, index, w, reduction = node._attrs
+    (x,) = node.saved()
     if reduction == "mean":
-        return reduce.sum(loss) / reduce.sum(w)
-    return _reduce(loss, reduction)
+        g = g / reduce.sum(w)
+    src = shape.unsqueeze(-w * g, class_dim)
+    grad = shape.scatter_add_zeros(src, class_dim, shape.unsqueeze(index, class_dim), x.shape)
+    # torch's nll_loss backward is a function of the input too, with derivative 0
+    # (NllLossBackwardBackward0): with create_graph=True the gradient is linked to
+    # it, so a gradient penalty through nll_loss differentiates to 0, not an error.
+    linked = Tensor(grad._data)
+    record("NllLossBackwardBackward0", (grad, x), (linked,),
+           lambda node, gg: (gg, zeros_like(x)))
+    return (linked if linked.requires_grad else grad,)
 
 
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean",
@@ -131,7 +158,17 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     mu = reduce.mean(input, dims, keepdim=True)
     centered = input - mu
     var = reduce.mean(centered * centered, dims, keepdim=True)
-    out = centered * E.rsqrt(var + eps)
+    if np.isinf(var._data).any():
+        # The squares overflow (values near the float limit), though the result is
+        # finite: scale each row by a constant s first, c / sqrt(mean(c^2) + eps) =
+        # (c/s) / sqrt(mean((c/s)^2) + eps/s^2); s carries no gradient and changes none.
+        s = reduce.amax(E.abs(centered), dims, keepdim=True).detach()
+        s = E.where(E.eq(s, 0), 1.0, s)
+        centered = centered / s
+        var = reduce.mean(centered * centered, dims, keepdim=True) + eps / (s * s)
+        out = centered * E.rsqrt(var)
+    else:
+        out = centered * E.rsqrt(var + eps)
     if weight is not None:
         out = out * weight
     if bias is not None:

@@ -36,9 +36,11 @@ sigmoid = _ew("sigmoid", out="where(x >= 0, 1 / (1 + exp(-x)), exp(x) / (1 + exp
 reciprocal = _ew("reciprocal", out="1 / x", x="-out * out", domain=(0.5, 2.0))
 erf = _ew("erf", out="erf(x)", x="1.1283791670955126 * exp(-x * x)")
 # softplus(x) = log(1 + exp(beta x)) / beta, linear above threshold (torch's rule).
+# The slope is sigmoid(beta x) as e / (1 + e): `1 - 1 / (1 + e)` cancels to 0 in the
+# tail (float32 from x = -17, float64 from -37) where the true slope is e.
 _softplus = _ew("softplus", args=("x", "beta", "threshold"),
                 out="where(x * beta > threshold, x, log1p(exp(x * beta)) / beta)",
-                x="where(x * beta > threshold, 1, 1 - 1 / (1 + exp(x * beta)))",
+                x="where(x * beta > threshold, 1, exp(x * beta) / (1 + exp(x * beta)))",
                 scalars={"beta": 1.5, "threshold": 20.0}, scalar_params=("beta", "threshold"))
 _gelu = _ew("gelu", out="0.5 * x * (1 + erf(x * 0.7071067811865476))",
             x="0.5 * (1 + erf(x * 0.7071067811865476)) + x * 0.3989422804014327 * exp(-0.5 * x * x)")
@@ -52,11 +54,15 @@ _gelu_tanh = _ew("gelu_tanh",
 
 # ---- unary, dtype-preserving ------------------------------------------------------
 neg = _ew("neg", out="-x", x="-1", floating=False)
-abs = _ew("abs", out="abs(x)", x="sign(x)", floating=False)
+abs = _ew("abs", out="abs(x)", x="sign(x)", floating=False)  # sign(nan) = 0: slope 0 at nan
 sign = _ew("sign", out="sign(x)", x="0", floating=False)
 square = _ew("square", out="x * x", x="2 * x", floating=False, bool_promotes=True,
              node_names={(True,): "PowBackward0"})
-relu = _ew("relu", out="where(x < 0, 0, x)", x="where(x > 0, 1, 0)", floating=False)
+# Slope 1 at nan (torch's threshold_backward tests out <= 0). sign(out) is that 0,
+# written as a function of out so that a gradient taken with create_graph=True
+# stays connected to the graph (torch: ThresholdBackwardBackward0): gradient
+# penalties through relu get their zero second derivative instead of an error.
+relu = _ew("relu", out="where(x < 0, 0, x)", x="where(out <= 0, sign(out), 1)", floating=False)
 
 # ---- binary -------------------------------------------------------------------------
 add = _ew("add", _XY, out="x + y", x="1", y="1", floating=False)
@@ -70,21 +76,31 @@ pow = _ew("pow", _XY, out="x ** y", floating=False, domain=(0.5, 2.0),
           y="where(x == 0, where(y >= 0, 0, out * log(x)), out * log(x))",
           node_names={(True, False): "PowBackward0", (True, True): "PowBackward1",
                       (False, True): "PowBackward2"}, scalar_params=("x", "y"))
-atan2 = _ew("atan2", _XY, out="atan2(x, y)", x="y / (x * x + y * y)", y="-x / (x * x + y * y)",
-            domain=(0.5, 2.0))
-# NaN propagates (the last branch picks whichever is NaN); ties split the gradient, as torch.
+# torch: both partials are 0 where x * x + y * y is 0 (the origin, or squares that underflow).
+atan2 = _ew("atan2", _XY, out="atan2(x, y)", domain=(0.5, 2.0),
+            x="y * where(x * x + y * y == 0, 0, 1 / (x * x + y * y))",
+            y="-x * where(x * x + y * y == 0, 0, 1 / (x * x + y * y))")
+# NaN propagates (the last branch picks whichever is NaN); ties split the gradient, and
+# where either is NaN both get it (torch masks only the strictly smaller / larger side).
 maximum = _ew("maximum", _XY, out="where(x > y, x, where(x < y, y, where(x != x, x, y)))", floating=False,
-              x="where(x > y, 1, where(x == y, 0.5, 0))", y="where(y > x, 1, where(x == y, 0.5, 0))")
+              x="where(x == y, 0.5, where(x < y, 0, 1))", y="where(x == y, 0.5, where(y < x, 0, 1))")
 minimum = _ew("minimum", _XY, out="where(x < y, x, where(x > y, y, where(x != x, x, y)))", floating=False,
-              x="where(x < y, 1, where(x == y, 0.5, 0))", y="where(y < x, 1, where(x == y, 0.5, 0))")
+              x="where(x == y, 0.5, where(x > y, 0, 1))", y="where(x == y, 0.5, where(y > x, 0, 1))")
 # Bounds are operands: Python numbers or tensors (ClampBackward1 / ClampBackward0).
-_clamp = _ew("clamp", ("x", "lo", "hi"), out="where(x < lo, lo, where(x > hi, hi, x))",
-             floating=False, x="where(x < lo, 0, where(x > hi, 0, 1))",
-             lo="where(x < lo, 1, 0)", hi="where(x > hi, 1, 0)",
+# torch: min(max(x, lo), hi), so hi wins when lo > hi, and NaN in any operand gives NaN;
+# x gets the gradient only where lo <= x <= hi (not at NaN).
+_clamp = _ew("clamp", ("x", "lo", "hi"),
+             out="where(x != x, x, where(lo != lo, lo, where(hi != hi, hi,"
+                 " where(x >= lo, where(x <= hi, x, hi), where(lo <= hi, lo, hi)))))",
+             floating=False, x="where(x >= lo, where(x <= hi, 1, 0), 0)",
+             lo="where(x < lo, where(lo < hi, 1, 0), 0)", hi="where(x > hi, 1, where(hi < lo, 1, 0))",
              node_names={(True, False, False): "ClampBackward1"}, scalars={"lo": -0.5, "hi": 0.5},
              scalar_params=("lo", "hi"))
 # torch: LerpBackward0 for a Python-number weight, LerpBackward1 for a tensor weight.
-lerp = _ew("lerp", ("x", "y", "w"), out="x + w * (y - x)", x="1 - w", y="w", w="y - x",
+# torch's two forms, each exact at its end (lerp(inf, 1, 0.5) is inf, not inf - inf), with
+# one rounding as its vector loop: lerp(0, max, -1) is -max, though (y - x) * (1 - w) overflows.
+lerp = _ew("lerp", ("x", "y", "w"), out="where(abs(w) < 0.5, fma(w, y - x, x), fma(w - 1, y - x, y))",
+           x="1 - w", y="w", w="y - x",
            node_names={(a, b, w): f"LerpBackward{int(w)}"
                        for a in (True, False) for b in (True, False) for w in (True, False)},
            scalar_params=("w",))
@@ -130,8 +146,13 @@ def clamp(x, min=None, max=None):
 
 clip = clamp
 
+
+def _fma(a, b, c):
+    return a * b + c
+
+
 # Formula function names resolved on Tensors, for double backward.
 FORMULA_FUNCTIONS = types.SimpleNamespace(
     exp=exp, exp2=exp2, log=log, log2=log2, log1p=log1p, expm1=expm1, sqrt=sqrt, sin=sin,
     cos=cos, tan=tan, asin=asin, acos=acos, atan=atan, sinh=sinh, cosh=cosh, tanh=tanh,
-    erf=erf, atan2=atan2, abs=abs, sign=sign, where=where)
+    erf=erf, atan2=atan2, abs=abs, sign=sign, where=where, fma=_fma)

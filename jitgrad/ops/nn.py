@@ -22,8 +22,10 @@ def _shifted(x, dim, who):
     ax = wrap_dim(dim, d.ndim)
     if d.ndim == 0:
         return d - d, ax
+    # Shifted by the max even when it is infinite: a row with +inf (or only -inf)
+    # is all NaN, as in torch (logsumexp, not this, treats -inf rows specially).
     m = d.max(axis=ax, keepdims=True) if d.size else 0
-    return d - np.where(np.isfinite(m), m, 0), ax
+    return d - m, ax
 
 
 def _device_kernel(x, dim, log):
@@ -39,9 +41,10 @@ def softmax(x, dim, dtype=None):
         x = x.to(dtype)
     out = _device_kernel(x, dim, False)
     if out is None:
-        z, ax = _shifted(x, dim, "softmax")
-        e = np.exp(z)
-        out = Tensor(e / e.sum(axis=ax, keepdims=True) if e.ndim else np.ones_like(e))
+        with np.errstate(invalid="ignore"):
+            z, ax = _shifted(x, dim, "softmax")
+            e = np.exp(z)
+            out = Tensor(e / e.sum(axis=ax, keepdims=True) if e.ndim else np.ones_like(e))
     ax = wrap_dim(dim, x._data.ndim)
     if FW[0] is not None:
         jvp(out, (x,), lambda tx: out * (tx - sum(tx * out, ax + nb(tx, x), keepdim=True)))
@@ -61,8 +64,9 @@ def log_softmax(x, dim, dtype=None):
         x = x.to(dtype)
     out = _device_kernel(x, dim, True)
     if out is None:
-        z, ax = _shifted(x, dim, "log_softmax")
-        out = Tensor((z - np.log(np.exp(z).sum(axis=ax, keepdims=True))) if z.ndim else z)
+        with np.errstate(invalid="ignore"):
+            z, ax = _shifted(x, dim, "log_softmax")
+            out = Tensor((z - np.log(np.exp(z).sum(axis=ax, keepdims=True))) if z.ndim else z)
     ax = wrap_dim(dim, x._data.ndim)
     if FW[0] is not None:
         jvp(out, (x,), lambda tx: tx - sum(E.exp(out) * tx, ax + nb(tx, x), keepdim=True))

@@ -91,7 +91,11 @@ def _prod_backward(node, g):
     shape, axes, keepdim = node._attrs
     x, out = node.saved()
     ge = _unreduce(g, shape, axes, keepdim)
-    if not (x._data == 0).any():
+    o = out._data
+    # out / x is 0 / 0 at a zero and loses the gradient where the product falls below
+    # the normal range (a subnormal factor): exclusive products there. (NaN: out / x,
+    # NaN everywhere, as torch.)
+    if not (x._data == 0).any() and not (abs(o) < np.finfo(o.dtype).tiny).any():
         return (ge * _unreduce(out, shape, axes, keepdim) / x,)
     return (ge * _prod_others(x._data, axes),)
 
@@ -140,27 +144,35 @@ def _take(t, dim, indices, keepdim, k=0):
 
 
 def _amax_backward(node, g):
-    shape, axes, keepdim = node._attrs
+    shape, axes, keepdim, nan_aware = node._attrs
     x, out = node.saved()
-    mask = E.eq(x, _unreduce(out, shape, axes, keepdim))
+    oe = _unreduce(out, shape, axes, keepdim)
+    mask = E.eq(x, oe)
+    if nan_aware:  # full max()/min(): a NaN result comes from the NaN elements
+        mask = E.where(E.ne(oe, oe), E.ne(x, x), mask)
     count = sum(mask, axes, keepdim=True)
-    # Ties share the gradient evenly (torch's amax/amin and full max/min rule).
+    # Ties share the gradient evenly (torch's amax/amin and full max/min rule); amax and
+    # amin of a NaN have no equal element, so 0 / 0 = NaN everywhere, as in torch.
     return (_unreduce(g, shape, axes, keepdim) * mask / count,)
 
 
 def _extreme(x, dim, keepdim, fn, name):
     d = x._data
     axes = _axes(dim, d.ndim)
-    if d.size == 0 and (dim is None or any(d.shape[a] == 0 for a in axes)):
+    if d.size == 0 and dim is None:
         raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0."
                            " Specify the reduction dim with the 'dim' argument.")
+    for a in axes:
+        if d.shape[a] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {a} to have non-zero size.")
     r = fn(d, axis=axes, keepdims=keepdim)
     out = Tensor(asarray(r))
-    node = name.capitalize() + "Backward0"
+    full = name in ("max", "min")  # max()/min() without dim: MaxBackward1, NaN-aware
+    node = name.capitalize() + ("Backward1" if full else "Backward0")
     if FW[0] is not None:
         jvp(out, (x,), lambda tx: _amax_jvp(tx, x, out, axes, keepdim))
     record(node, (x,), (out,), _amax_backward, save=(x, out), names=("self", "result"),
-           attrs=(d.shape, axes, keepdim))
+           attrs=(d.shape, axes, keepdim, full))
     return out
 
 
@@ -235,11 +247,33 @@ def _correction(unbiased, correction):
     return 1 if unbiased is None or unbiased else 0
 
 
+def _pivot(d, axes):
+    """The first element of each reduction (keepdims shape; 0 for an empty input)."""
+    if not d.size:
+        return d.dtype.type(0)
+    return d[tuple(slice(0, 1) if i in axes else slice(None) for i in range(d.ndim))]
+
+
+def _centered(x, axes):
+    return x - mean(x, axes, keepdim=True)
+
+
+def _moment(d, axes, corr, keepdim, fn):
+    """numpy's var or std (`fn`) of the input minus one of its elements per reduction:
+    exactly 0 for a constant input, where x - mean(x) keeps the rounding error of the
+    mean. float32 is summed in float64, so values near the float32 limit do not
+    overflow the squares."""
+    wide = np.float64 if d.dtype == np.float32 else d.dtype
+    z = d.astype(wide) - _pivot(d, axes)
+    r = getattr(z, fn)(axis=axes, ddof=corr, keepdims=keepdim)
+    return asarray(r).astype(d.dtype, copy=False)
+
+
 def _var_backward(node, g):
     shape, axes, keepdim, corr = node._attrs
     (x,) = node.saved()
     n = _count(shape, axes)
-    centered = x - mean(x, axes, keepdim=True)
+    centered = _centered(x, axes)
     return (_unreduce(g, shape, axes, keepdim) * centered * (2.0 / (n - corr)),)
 
 
@@ -250,9 +284,9 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     corr = _correction(unbiased, correction)
     d = x._data
     axes = _axes(dim, d.ndim)
-    out = Tensor(asarray(d.var(axis=axes, ddof=corr, keepdims=keepdim)).astype(d.dtype, copy=False))
+    out = Tensor(_moment(d, axes, corr, keepdim, "var"))
     if FW[0] is not None:
-        jvp(out, (x,), lambda tx: sum((x - mean(x, axes, keepdim=True)) * tx,
+        jvp(out, (x,), lambda tx: sum(_centered(x, axes) * tx,
                                      _shift(axes, nb(tx, x)), keepdim)
             * (2.0 / (_count(d.shape, axes) - corr)))
     record("VarBackward0", (x,), (out,), _var_backward, save=(x,), names=("self",),
@@ -260,12 +294,17 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return out
 
 
+def _over_std(t, out):
+    """t / out, 0 where the std is 0 (torch's subgradient for a constant input)."""
+    return E.where(E.eq(out, 0), 0.0, t / out)
+
+
 def _std_backward(node, g):
     shape, axes, keepdim, corr = node._attrs
     x, out = node.saved()
     n = _count(shape, axes)
-    centered = x - mean(x, axes, keepdim=True)
-    ge = _unreduce(g / out, shape, axes, keepdim)
+    centered = _centered(x, axes)
+    ge = _unreduce(_over_std(g, out), shape, axes, keepdim)
     return (ge * centered / (n - corr),)
 
 
@@ -276,11 +315,11 @@ def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     corr = _correction(unbiased, correction)
     d = x._data
     axes = _axes(dim, d.ndim)
-    out = Tensor(asarray(d.std(axis=axes, ddof=corr, keepdims=keepdim)).astype(d.dtype, copy=False))
+    out = Tensor(_moment(d, axes, corr, keepdim, "std"))
     if FW[0] is not None:
-        jvp(out, (x,), lambda tx: sum((x - mean(x, axes, keepdim=True)) * tx,
-                                     _shift(axes, nb(tx, x)), keepdim)
-            / ((_count(d.shape, axes) - corr) * out))
+        jvp(out, (x,), lambda tx: _over_std(sum(_centered(x, axes) * tx,
+                                                _shift(axes, nb(tx, x)), keepdim), out)
+            / (_count(d.shape, axes) - corr))
     record("StdBackward0", (x,), (out,), _std_backward, save=(x, out), names=("self", "result"),
            attrs=(d.shape, axes, keepdim, corr))
     return out
@@ -321,8 +360,9 @@ def _norm_backward_core(x, out, shape, axes, keepdim, p):
     oe = _unreduce(out, shape, axes, keepdim)
     if p == 1:
         return E.sign(x)
-    if p == float("inf"):
-        mask = E.eq(E.abs(x), oe)
+    if p == float("inf"):  # as amax, but a NaN counts as a maximum (torch; sign(nan) is 0)
+        nan = E.ne(x, x)
+        mask = E.where(nan, nan, E.eq(E.abs(x), oe))
         return E.sign(x) * mask / sum(mask, axes, keepdim=True)
     safe = E.where(E.eq(oe, 0), 1.0, oe)
     if p == 2:

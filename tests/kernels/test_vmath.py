@@ -250,6 +250,30 @@ def test_atan2_accuracy_and_specials(dtype):
     assert not LIBM.findall(asm) and PACKED.search(asm)
 
 
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_fma_rounds_once_and_vectorizes(dtype):
+    """a * b + c with a single rounding: the exact product's low bits survive and a
+    product beyond the float limit does not overflow a finite result."""
+    fma = getattr(vmath, "fma_f32" if dtype is F32 else "fma_f64")
+
+    @njit
+    def loop(a, b, c, out):
+        for i in range(a.shape[0]):
+            out[i] = fma(a[i], b[i], c[i])
+
+    eps = np.finfo(dtype).eps
+    big = np.finfo(dtype).max
+    a = np.array([1 + eps, big, 2.0, np.nan, np.inf], dtype)
+    b = np.array([1 - eps, 2.0, 3.0, 1.0, 0.0], dtype)
+    c = np.array([-1.0, -big, 1.0, 1.0, 1.0], dtype)
+    out = np.empty_like(a)
+    loop(a, b, c, out)
+    assert out.dtype == dtype
+    np.testing.assert_array_equal(out, np.array([-eps * eps, big, 7.0, np.nan, np.nan], dtype))
+    asm = loop.inspect_asm(loop.signatures[0])
+    assert not LIBM.findall(asm) and PACKED.search(asm)
+
+
 @pytest.mark.parametrize("name", ["sin_fullrange", "cos_fullrange", "tan_fullrange"])
 def test_float32_fullrange_trig(name):
     x = inputs("sin", F32)

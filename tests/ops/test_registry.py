@@ -59,7 +59,7 @@ def test_elementwise_other_dtypes_match_torch(name, dtype):
 
 @pytest.mark.parametrize("name", [n for n in DIFFERENTIABLE if n not in INPLACE_KERNELS])
 def test_elementwise_node_name_matches_torch(name):
-    torch = helpers.require_torch()
+    helpers.require_torch()
     op = REGISTRY[name]
     m = helpers.materialize(op_sample(op, "same"), helpers.rng_for(name))
     jg = call(op, *m.jg_args)
