@@ -103,7 +103,7 @@ def describe(arr):
 
 
 class Tensor:
-    __slots__ = ("_data", "_rg", "grad_fn", "output_nr", "_vc", "_base", "_view_chain", "_grad",
+    __slots__ = ("_data", "_rg", "grad_fn", "output_nr", "_vc", "_base", "_view_chain", "_grad_value",
                  "_hooks", "_post_hooks", "_retains_grad", "_accum", "_inference", "_fw",
                  "_views", "__weakref__")
     # Makes numpy hand `ndarray * Tensor` to Tensor.__rmul__.
@@ -120,7 +120,7 @@ class Tensor:
         self.grad_fn = None
         self.output_nr = 0
         self._vc = [0]  # shared with views: one counter per storage
-        self._base = self._view_chain = self._grad = self._views = None
+        self._base = self._view_chain = self._grad_value = self._views = None
         self._hooks = self._post_hooks = self._accum = self._fw = None
         self._retains_grad = False
         self._inference = _state.local.inference
@@ -178,21 +178,37 @@ class Tensor:
 
     @property
     def grad(self):
-        return self._grad
+        return self._grad_value
 
     @grad.setter
     def grad(self, value):
         if value is not None:
             if not isinstance(value, Tensor):
-                raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type {type(value).__name__}")
+                raise TypeError("assigned grad expected to be a Tensor or None but got grad of "
+                                f"type {type(value).__name__}")
+            if value is self:
+                raise RuntimeError("can't assign Variable as its own grad")
+            if value.device != self.device:
+                raise RuntimeError(
+                    f"attempting to assign a gradient with device type '{value.device.type}' to "
+                    f"a tensor with device type '{self.device.type}'. Please ensure that the "
+                    f"gradient and the tensor are on the same device (move it with "
+                    f"grad.to('{self.device}'))")
             if value._data.shape != self._data.shape:
                 raise RuntimeError(
-                    f"assigned grad has data of a different size: expected {list(self.shape)}, "
-                    f"got {list(value.shape)}")
+                    f"attempting to assign a gradient of size '{list(value.shape)}' to a tensor "
+                    f"of size '{list(self.shape)}'. Please ensure that the gradient and the "
+                    "tensor are the same size")
             if value._data.dtype != self._data.dtype:
                 raise RuntimeError(
-                    f"assigned grad has data of a different type: expected {self.dtype}, got {value.dtype}")
-        self._grad = value
+                    f"attempting to assign a gradient with dtype '{value.dtype.name}' to a tensor "
+                    f"with dtype '{self.dtype.name}'. The gradient must match the tensor's dtype: "
+                    f"convert it first, e.g. grad.to({self.dtype})")
+        self._grad_value = value
+
+    # `_grad` is `grad` with the same checks, as in torch: the optimizer's kernels
+    # index a parameter's gradient as they index the parameter.
+    _grad = grad
 
     @property
     def data(self):
@@ -202,6 +218,14 @@ class Tensor:
 
     @data.setter
     def data(self, value):
+        # As torch: any shape, dtype or device may be assigned (.grad keeps its own;
+        # the optimizer then refuses to step until they agree again).
+        if not isinstance(value, Tensor):
+            raise TypeError(f"Variable data has to be a tensor, but got {type(value).__name__}")
+        if self._rg and value._data.dtype.kind not in "fc":
+            raise RuntimeError("data set to a tensor that requires gradients must be floating "
+                               f"point or complex dtype (got {value.dtype}); convert it first, "
+                               "e.g. .float()")
         self._data = value._data
 
     @property

@@ -210,9 +210,9 @@ class FusedGroup:
         else:  # CUDA: the same group as a grid-stride kernel
             from .._cuda import kernels as _ck
             outs = [np.empty(n, kdt, like=ref) for _ in self.slot_meta]
-            _ck.run(_ck.fused(self.kernel_spec, tuple(gin_kinds)), n,
-                    *[a.flat_view() if hasattr(a, "flat_view") else a
-                      for a in args[1:] + outs])
+            flat = [a.flat_view() if hasattr(a, "flat_view") else a for a in args[1:] + outs]
+            _ck.check_lengths(n, flat, "fused backward kernel")
+            _ck.run(_ck.fused(self.kernel_spec, tuple(gin_kinds)), n, *flat)
         if not retain_graph:
             for m in self.members:
                 m._release()
@@ -239,11 +239,19 @@ _DTYPE_NAMES = {np.dtype(n): n for n in ("float32", "float64", "int32", "int64",
 
 
 def _flat(a, shape, n, dtype):
-    """`a` as a contiguous 1-D array of the group's shape, in `dtype`."""
+    """`a` as a contiguous 1-D array of the group's shape, in `dtype`: n elements,
+    whatever it was, which is what makes the kernel's flat indexing safe."""
     if a.dtype != dtype:
         a = a.astype(dtype)
     if a.shape != shape:
-        a = np.broadcast_to(a, shape)
+        try:
+            a = np.broadcast_to(a, shape)
+        except ValueError:
+            raise RuntimeError(
+                f"fused backward: an operand of shape {list(a.shape)} cannot be broadcast to "
+                f"the shape {list(shape)} it had in the forward pass; a tensor saved for "
+                "backward was given data of another shape (`.data = ...`) after it was saved. "
+                "Recompute the forward pass after replacing a tensor's data.") from None
     if not a.flags.c_contiguous or not a.flags.writeable:
         # C order (np.array would keep a broadcast's odd layout) and writable: numba
         # types read-only arrays apart

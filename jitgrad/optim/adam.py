@@ -51,6 +51,16 @@ class Adam(Optimizer):
             group.setdefault("maximize", False)
             group.setdefault("decoupled_weight_decay", False)
 
+    def _state_buffers(self, group):
+        return ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if group.get("amsgrad") else ())
+
+    def _check_state(self, group, p, state, where, fix):
+        super()._check_state(group, p, state, where, fix)
+        step = state.get("step")
+        if step is not None and not (isinstance(step, Tensor) and step.numel() == 1):
+            raise RuntimeError(f"{where}: state 'step' should be a one-element Tensor (the step "
+                               f"count), but got {step!r}. {fix}")
+
     def _update(self, group, p, flat, grad, dtype):
         amsgrad = bool(group["amsgrad"])
         state = self.state[p]

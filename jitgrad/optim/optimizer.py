@@ -1,7 +1,11 @@
 """`Optimizer`: parameter groups, per-parameter state, state_dict, as torch.optim.
 
 Subclasses implement `_update(group, p, flat, grad, dtype)`: one fused kernel
-call (see `_kernels.py`) on flat, contiguous arrays of one parameter.
+call (see `_kernels.py`) on flat, contiguous arrays of one parameter, and name
+the state tensors it indexes like the parameter in `_state_buffers(group)`.
+`step` and `load_state_dict` check the gradient and those tensors against each
+parameter (shape, dtype, device) for all parameters before changing anything;
+the kernels check lengths again themselves, so nothing can index out of bounds.
 """
 import warnings
 from collections import defaultdict
@@ -24,6 +28,31 @@ required = _RequiredParameter()
 
 _REAL = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64",
          np.dtype(np.complex64): "float32", np.dtype(np.complex128): "float64"}
+
+
+_STALE_STATE_FIX = ("The state was made for a parameter of another shape (or loaded from another "
+                     "model's state_dict): load matching state, or drop this parameter's state "
+                     "with `del optimizer.state[p]` to start it afresh.")
+
+
+_LOAD_FIX = ("Load a state_dict saved by an optimizer over parameters of these shapes, in the "
+             "same order (the same model).")
+
+
+def _size_mismatch(a, b):
+    """torch's message for an in-place update of an array of shape `a` by one of shape
+    `b` (where b broadcasts to a, torch would broadcast; the kernels need equal shapes)."""
+    try:
+        full = np.broadcast_shapes(a, b)
+    except ValueError:
+        nd = max(len(a), len(b))
+        a, b = (1,) * (nd - len(a)) + a, (1,) * (nd - len(b)) + b
+        d = max(i for i in range(nd) if a[i] != b[i] and 1 not in (a[i], b[i]))
+        return (f"The size of tensor a ({a[d]}) must match the size of tensor b ({b[d]}) at "
+                f"non-singleton dimension {d}")
+    if full != a:
+        return f"output with shape {list(a)} doesn't match the broadcast shape {list(full)}"
+    return "the fused update needs equal shapes, it does not broadcast"
 
 
 class Optimizer:
@@ -109,21 +138,74 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
-        for group in self.param_groups:
+        todo, index = [], 0
+        for gi, group in enumerate(self.param_groups):
             for p in group["params"]:
                 if p.grad is not None:
-                    self._step_param(group, p)
+                    todo.append((group, p))
+                    # every check runs before the first update: a rejected step changes nothing
+                    self._check_param(group, p, f"{type(self).__name__}.step(): parameter "
+                                                f"{index} (param group {gi})")
+                index += 1
+        for group, p in todo:
+            self._step_param(group, p)
         return loss
+
+    # ---- validation: what the kernels index must have the parameter's shape ---------------
+    def _state_buffers(self, group):
+        """Names of the state tensors the update of a parameter in `group` reads and
+        writes element by element (so they must have the parameter's shape)."""
+        return ()
+
+    def _check_param(self, group, p, where):
+        arr, grad = p._data, p.grad
+        if arr.dtype not in _REAL:
+            raise TypeError(
+                f"{where}: cannot update a parameter of dtype {p.dtype} (shape {list(p.shape)}); "
+                "the fused optimizer kernels support float32 and float64 (and "
+                "complex64/complex128). Convert the model first, e.g. model.float().")
+        if grad.device != p.device:
+            raise RuntimeError(
+                "Expected all tensors to be on the same device, but found at least two devices, "
+                f"{p.device} and {grad.device}! ({where} is on {p.device}, its grad on "
+                f"{grad.device}; move the gradient, or compute it again after moving the model)")
+        if grad._data.shape != arr.shape:
+            raise RuntimeError(
+                f"{where} has shape {list(p.shape)} but its grad has shape {list(grad.shape)}: "
+                f"{_size_mismatch(arr.shape, grad._data.shape)}. The parameter's data was "
+                "replaced (p.data = ...) after the gradient was computed: compute the gradient "
+                "again (zero_grad(), then backward()) before step().")
+        state = self.state.get(p)
+        if state:
+            self._check_state(group, p, state, where, _STALE_STATE_FIX)
+            for key in self._state_buffers(group):
+                t = state.get(key)
+                if t is not None and t._data.dtype.kind not in "fc":
+                    raise RuntimeError(
+                        f"{where}: state {key!r} has dtype {t.dtype}, but optimizer state is "
+                        f"floating point (the parameter's dtype, {p.dtype}). "
+                        + _STALE_STATE_FIX)
+
+    def _check_state(self, group, p, state, where, fix):
+        """Raise unless each state tensor `_state_buffers` names in `state` is a Tensor
+        of p's shape (a kernel indexes it as it indexes p)."""
+        for key in self._state_buffers(group):
+            t = state.get(key)
+            if t is None:
+                continue
+            if not isinstance(t, Tensor):
+                raise TypeError(f"{where}: state {key!r} should be a Tensor of the parameter's "
+                                f"shape {list(p.shape)}, but got {_typename(t)}. {fix}")
+            if t._data.shape != p._data.shape:
+                raise RuntimeError(
+                    f"{where}: state {key!r} has shape {list(t.shape)} but the parameter has "
+                    f"shape {list(p.shape)}: {_size_mismatch(t._data.shape, p._data.shape)}. "
+                    + fix)
 
     # ---- one parameter: flat arrays in, one kernel, version bump ------------------------------
     def _step_param(self, group, p):
         arr = p._data
-        real = _REAL.get(arr.dtype)
-        if real is None:
-            raise TypeError(
-                f"{type(self).__name__}: cannot update a parameter of dtype {p.dtype} (shape "
-                f"{list(p.shape)}); the fused optimizer kernels support float32 and float64 "
-                "(and complex64/complex128). Convert the model first, e.g. model.float().")
+        real = _REAL[arr.dtype]
         contiguous = arr.flags.c_contiguous and arr.flags.writeable
         flat = arr.reshape(-1) if contiguous else arr.copy().reshape(-1)
         g = p.grad._data
@@ -139,11 +221,12 @@ class Optimizer:
         p._vc[0] += 1
 
     def _buffer(self, state, key, p):
-        """The state tensor `key` of p as a flat contiguous array of p's dtype
-        (created as zeros; re-made if a loaded or converted one does not fit)."""
+        """The state tensor `key` of p (of p's shape: see `_check_param`) as a flat
+        contiguous array of p's dtype and device; created as zeros, converted
+        (once) if loaded or left in another dtype or on another device."""
         t = state.get(key)
         arr = p._data
-        if t is None or t._data.dtype != arr.dtype or t._data.shape != arr.shape \
+        if t is None or t._data.dtype != arr.dtype or t.device != p.device \
                 or not t._data.flags.c_contiguous or not t._data.flags.writeable:
             t = Tensor(np.zeros(arr.shape, arr.dtype, like=arr) if t is None
                        else on_device(t._data.astype(arr.dtype, order="C"), p.device))
@@ -177,7 +260,9 @@ class Optimizer:
     def load_state_dict(self, state_dict):
         """Load a `state_dict()` (same groups and sizes). Floating state tensors
         are copied and cast to their parameter's dtype, except "step"; unlike
-        torch, the copies do not share memory with `state_dict`."""
+        torch, the copies do not share memory with `state_dict`. Each state
+        tensor an update reads must have its parameter's shape: checked for all
+        parameters before anything changes (torch fails at the next step)."""
         state_dict = state_dict.copy()
         groups = self.param_groups
         saved_groups = deepcopy(state_dict["param_groups"])
@@ -188,6 +273,13 @@ class Optimizer:
                              "the size of optimizer's group")
         id_map = dict(zip(chain.from_iterable(g["params"] for g in saved_groups),
                           chain.from_iterable(g["params"] for g in groups)))
+        saved_state = state_dict["state"]
+        for gi, (g, new) in enumerate(zip(groups, saved_groups)):
+            for k, p in zip(new["params"], g["params"]):
+                if isinstance(saved_state.get(k), dict):
+                    self._check_state(new, p, saved_state[k],
+                                      f"{type(self).__name__}.load_state_dict(): parameter {k} "
+                                      f"(param group {gi})", _LOAD_FIX)
 
         def cast(param, value, key=None):
             if isinstance(value, Tensor):
@@ -202,7 +294,7 @@ class Optimizer:
             return value
 
         state = defaultdict(dict)
-        for k, v in state_dict["state"].items():
+        for k, v in saved_state.items():
             if k in id_map:
                 state[id_map[k]] = cast(id_map[k], v)
             else:
