@@ -182,32 +182,33 @@ class Tensor:
 
     @grad.setter
     def grad(self, value):
+        # torch's checks, in torch's order: the optimizer kernels index a parameter's
+        # gradient as they index the parameter, so a wrong one must not get in
         if value is not None:
             if not isinstance(value, Tensor):
                 raise TypeError("assigned grad expected to be a Tensor or None but got grad of "
                                 f"type {type(value).__name__}")
             if value is self:
                 raise RuntimeError("can't assign Variable as its own grad")
+            if value._data.dtype != self._data.dtype:
+                raise RuntimeError(
+                    f"attempting to assign a gradient with dtype '{value.dtype}' to a tensor "
+                    f"with dtype '{self.dtype}'. The gradient must match the tensor's dtype: "
+                    f"convert it first, e.g. grad.to({self.dtype})")
             if value.device != self.device:
                 raise RuntimeError(
                     f"attempting to assign a gradient with device type '{value.device.type}' to "
                     f"a tensor with device type '{self.device.type}'. Please ensure that the "
-                    f"gradient and the tensor are on the same device (move it with "
-                    f"grad.to('{self.device}'))")
+                    f"gradient and the tensor are on the same device: move it first, e.g. "
+                    f"grad.to('{self.device}')")
             if value._data.shape != self._data.shape:
                 raise RuntimeError(
                     f"attempting to assign a gradient of size '{list(value.shape)}' to a tensor "
                     f"of size '{list(self.shape)}'. Please ensure that the gradient and the "
                     "tensor are the same size")
-            if value._data.dtype != self._data.dtype:
-                raise RuntimeError(
-                    f"attempting to assign a gradient with dtype '{value.dtype.name}' to a tensor "
-                    f"with dtype '{self.dtype.name}'. The gradient must match the tensor's dtype: "
-                    f"convert it first, e.g. grad.to({self.dtype})")
         self._grad_value = value
 
-    # `_grad` is `grad` with the same checks, as in torch: the optimizer's kernels
-    # index a parameter's gradient as they index the parameter.
+    # torch's `_grad` is `grad`, checks included
     _grad = grad
 
     @property

@@ -15,7 +15,7 @@ matmul and indexed kernels get their geometry (offsets, strides, shapes) from
 DeviceArray views that numpy's own view and broadcasting rules produced
 (`_cuda/array.py`), and indexed kernels get indices checked on the host first
 (`_check_bounds`); kernels over flat operands (optimizer, fused) are launched
-after `check_lengths`.
+after `kernels.cpu.check_lengths`.
 Under the simulator, `math` inside kernels is replaced by simmath (numpy
 semantics: inf/nan instead of Python's OverflowError/ValueError).
 """
@@ -332,17 +332,6 @@ def launch(kernel, grid, block, *args):
         prof.device_kernel(start, end)
     else:
         kernel[grid, block](*args)
-
-
-def check_lengths(n, args, what):
-    """Raise ValueError unless each array among `args` (the operands of a kernel over
-    n flat elements: optimizer and fused kernels) has n elements. A CUDA kernel
-    indexes its operands with no bounds check and cannot raise, so its launcher
-    checks: a short operand would otherwise be read or written past its end."""
-    for k, a in enumerate(args):
-        if getattr(a, "ndim", 0) and a.size != n:
-            raise ValueError(f"{what}: operand {k} has {a.size} elements, the kernel runs over "
-                             f"{n}; every array operand must have one element per element")
 
 
 def run(kernel, n, *args):

@@ -12,8 +12,10 @@ as usual; fan-out inside a group is summed in the kernel.
 import numpy as np
 
 from .. import _state
+from ..errors import size_mismatch
 from .._node import SavedTensor, count_dependencies
 from ..kernels import fuse as _fuse
+from ..kernels.cpu import check_lengths as _check_lengths
 from ..kernels.pool import empty as _empty
 from ..ops.registry import ElementwiseNode
 from ..tensor import Tensor
@@ -211,7 +213,7 @@ class FusedGroup:
             from .._cuda import kernels as _ck
             outs = [np.empty(n, kdt, like=ref) for _ in self.slot_meta]
             flat = [a.flat_view() if hasattr(a, "flat_view") else a for a in args[1:] + outs]
-            _ck.check_lengths(n, flat, "fused backward kernel")
+            _check_lengths(n, flat, "fused backward kernel")
             _ck.run(_ck.fused(self.kernel_spec, tuple(gin_kinds)), n, *flat)
         if not retain_graph:
             for m in self.members:
@@ -248,10 +250,10 @@ def _flat(a, shape, n, dtype):
             a = np.broadcast_to(a, shape)
         except ValueError:
             raise RuntimeError(
-                f"fused backward: an operand of shape {list(a.shape)} cannot be broadcast to "
-                f"the shape {list(shape)} it had in the forward pass; a tensor saved for "
-                "backward was given data of another shape (`.data = ...`) after it was saved. "
-                "Recompute the forward pass after replacing a tensor's data.") from None
+                f"{size_mismatch(shape, a.shape)} (fused backward of shape {list(shape)}): a "
+                f"tensor saved for backward came back of shape {list(a.shape)}; a "
+                "saved_tensors_hooks unpack hook must return a tensor of the saved one's shape"
+            ) from None
     if not a.flags.c_contiguous or not a.flags.writeable:
         # C order (np.array would keep a broadcast's odd layout) and writable: numba
         # types read-only arrays apart

@@ -4,10 +4,11 @@ A ufunc handles broadcasting, strides, 0-d operands and `out=` in one
 compiled call, which keeps the per-op Python cost to a single call.
 
 Every kernel validates what it is given, so no caller can make it read or
-write outside an array: a ufunc checks shapes itself; a flat loop kernel (here,
-kernels/fuse.py, optim/_kernels.py) has an explicit Numba signature, which
-rejects another dtype, a non-contiguous or a read-only array with a TypeError,
-and starts with `length_guard`, which rejects operands of another length.
+write outside an array: a ufunc checks shapes, broadcasting and `out=` itself;
+a flat loop kernel (here, kernels/fuse.py, optim/_kernels.py) has an explicit
+Numba signature, which rejects another dtype, a non-contiguous or a read-only
+array with a TypeError, and starts with `length_guard`, which rejects operands
+of another length (`check_lengths` before a CUDA launch).
 """
 from . import cache
 from .expr import module_header, to_scalar_code
@@ -21,15 +22,32 @@ _NUMBA_TYPE = {"float32": "float32", "float64": "float64", "int32": "int32", "in
 FORMULAS = {}
 
 
+# A flat kernel (a loop over n elements of 1-D operands: loop() below, the fused
+# backward of fuse.py, the optimizer updates of optim/_kernels.py, on the CPU and on
+# CUDA) indexes its operands without bounds checks. These two helpers are the one
+# place that makes it safe: every array operand must have n elements. Callers check
+# shapes first with messages of their own, so a failure here is a jitgrad bug.
+_LENGTH_RULE = ("every array operand of a flat kernel must have n elements (callers check "
+                "shapes first: please report this as a jitgrad bug)")
+
+
 def length_guard(n, arrays, what):
-    """Source lines that raise ValueError unless each 1-D array named in `arrays` has
-    `n` elements (`n`: an expression). A flat loop indexes its operands without
-    bounds checks, so this test, compiled into the kernel, is what keeps a wrong
-    operand from reading or writing past its buffer; it costs a compare per operand."""
+    """Source lines, for the start of a compiled CPU kernel, that raise ValueError
+    unless each 1-D array named in `arrays` has `n` elements (`n`: an expression).
+    Costs one compare per operand per call."""
     if not arrays:
         return []
     return [f"if {' or '.join(f'{a}.shape[0] != {n}' for a in arrays)}:",
-            f"    raise ValueError({what + ': operands of different lengths'!r})"]
+            f"    raise ValueError({f'{what}: {_LENGTH_RULE}'!r})"]
+
+
+def check_lengths(n, operands, what):
+    """The same rule on the host, for kernels that cannot raise (CUDA): raise
+    ValueError unless each array among `operands` has n elements."""
+    for k, a in enumerate(operands):
+        if getattr(a, "ndim", 0) and a.size != n:
+            raise ValueError(f"{what}: operand {k} has {a.size} elements, n is {n}: "
+                             + _LENGTH_RULE)
 
 
 def ufunc(name, args, body, arg_dtypes, compute_dtype, out_dtype, prefix=None):

@@ -17,7 +17,7 @@ scalar tail contracted the same way) the kernel calls `fma` too, so float32
 trajectories agree with torch's to an ulp or two rather than drifting apart.
 """
 from ..kernels import cache
-from ..kernels.cpu import length_guard
+from ..kernels.cpu import check_lengths, length_guard
 
 _NB = {"float32": "float32", "float64": "float64"}
 _kernels = {}  # (optimizer, flags..., dtype) -> compiled kernel
@@ -117,6 +117,7 @@ def _cuda_launcher(kernel, dtype):
         n = args[0].size
         kargs = [a.flat_view() if hasattr(a, "flat_view") else
                  (a if isinstance(a, (bool, np.bool_)) else scalar(a)) for a in args]
+        check_lengths(n, kargs, "optimizer kernel")
         if n:
             blocks, threads = launch_1d(n)
             launch(kernel, blocks, threads, *kargs)

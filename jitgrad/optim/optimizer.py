@@ -15,6 +15,7 @@ from itertools import chain
 import numpy as np
 
 from ..autograd.grad_mode import enable_grad
+from ..errors import size_mismatch
 from ..nn.modules import _typename, _zero_grad
 from ..tensor import Tensor, on_device
 
@@ -37,22 +38,6 @@ _STALE_STATE_FIX = ("The state was made for a parameter of another shape (or loa
 
 _LOAD_FIX = ("Load a state_dict saved by an optimizer over parameters of these shapes, in the "
              "same order (the same model).")
-
-
-def _size_mismatch(a, b):
-    """torch's message for an in-place update of an array of shape `a` by one of shape
-    `b` (where b broadcasts to a, torch would broadcast; the kernels need equal shapes)."""
-    try:
-        full = np.broadcast_shapes(a, b)
-    except ValueError:
-        nd = max(len(a), len(b))
-        a, b = (1,) * (nd - len(a)) + a, (1,) * (nd - len(b)) + b
-        d = max(i for i in range(nd) if a[i] != b[i] and 1 not in (a[i], b[i]))
-        return (f"The size of tensor a ({a[d]}) must match the size of tensor b ({b[d]}) at "
-                f"non-singleton dimension {d}")
-    if full != a:
-        return f"output with shape {list(a)} doesn't match the broadcast shape {list(full)}"
-    return "the fused update needs equal shapes, it does not broadcast"
 
 
 class Optimizer:
@@ -140,67 +125,78 @@ class Optimizer:
                 loss = closure()
         todo, index = [], 0
         for gi, group in enumerate(self.param_groups):
+            buffers = self._state_buffers(group)
             for p in group["params"]:
                 if p.grad is not None:
-                    todo.append((group, p))
                     # every check runs before the first update: a rejected step changes nothing
-                    self._check_param(group, p, f"{type(self).__name__}.step(): parameter "
-                                                f"{index} (param group {gi})")
+                    self._check_param(p, buffers, ("step", index, gi))
+                    todo.append((group, p))
                 index += 1
         for group, p in todo:
             self._step_param(group, p)
         return loss
 
     # ---- validation: what the kernels index must have the parameter's shape ---------------
+    # `where` is (method, parameter index, group index), formatted only for a message.
     def _state_buffers(self, group):
         """Names of the state tensors the update of a parameter in `group` reads and
         writes element by element (so they must have the parameter's shape)."""
         return ()
 
-    def _check_param(self, group, p, where):
+    def _where(self, where):
+        method, index, gi = where
+        return f"{type(self).__name__}.{method}(): parameter {index} (param group {gi})"
+
+    def _check_param(self, p, buffers, where):
+        """Raise unless p's dtype, its gradient and its state fit the update kernel."""
         arr, grad = p._data, p.grad
         if arr.dtype not in _REAL:
             raise TypeError(
-                f"{where}: cannot update a parameter of dtype {p.dtype} (shape {list(p.shape)}); "
-                "the fused optimizer kernels support float32 and float64 (and "
-                "complex64/complex128). Convert the model first, e.g. model.float().")
+                f"{self._where(where)}: cannot update a parameter of dtype {p.dtype} (shape "
+                f"{list(p.shape)}); the fused optimizer kernels support float32 and float64 "
+                "(and complex64/complex128). Convert the model first, e.g. model.float().")
         if grad.device != p.device:
             raise RuntimeError(
                 "Expected all tensors to be on the same device, but found at least two devices, "
-                f"{p.device} and {grad.device}! ({where} is on {p.device}, its grad on "
-                f"{grad.device}; move the gradient, or compute it again after moving the model)")
+                f"{p.device} and {grad.device}! ({self._where(where)} is on {p.device}, its "
+                f"grad on {grad.device}: move the gradient, or compute it again after moving "
+                "the model)")
         if grad._data.shape != arr.shape:
             raise RuntimeError(
-                f"{where} has shape {list(p.shape)} but its grad has shape {list(grad.shape)}: "
-                f"{_size_mismatch(arr.shape, grad._data.shape)}. The parameter's data was "
-                "replaced (p.data = ...) after the gradient was computed: compute the gradient "
-                "again (zero_grad(), then backward()) before step().")
+                f"{size_mismatch(arr.shape, grad._data.shape)}: {self._where(where)} has shape "
+                f"{list(p.shape)} but its grad has shape {list(grad.shape)}. The parameter's "
+                "data was replaced (p.data = ...) after the gradient was computed: compute the "
+                "gradient again (zero_grad(), then backward()) before step().")
         state = self.state.get(p)
         if state:
-            self._check_state(group, p, state, where, _STALE_STATE_FIX)
-            for key in self._state_buffers(group):
-                t = state.get(key)
-                if t is not None and t._data.dtype.kind not in "fc":
-                    raise RuntimeError(
-                        f"{where}: state {key!r} has dtype {t.dtype}, but optimizer state is "
-                        f"floating point (the parameter's dtype, {p.dtype}). "
-                        + _STALE_STATE_FIX)
+            self._check_state(p, state, buffers, where)
 
-    def _check_state(self, group, p, state, where, fix):
-        """Raise unless each state tensor `_state_buffers` names in `state` is a Tensor
-        of p's shape (a kernel indexes it as it indexes p)."""
-        for key in self._state_buffers(group):
+    def _check_state(self, p, state, buffers, where):
+        """Raise unless each state tensor named in `buffers` is a Tensor of p's shape
+        (a kernel indexes it as it indexes p) and of a dtype the update can use:
+        floating (complex for a complex p) in step(); load_state_dict casts real
+        dtypes to p's, as torch does, so there any real dtype will do."""
+        loading = where[0] == "load_state_dict"
+        fix = _LOAD_FIX if loading else _STALE_STATE_FIX
+        kinds = ("biuf" if loading else "f") + ("c" if p._data.dtype.kind == "c" else "")
+        for key in buffers:
             t = state.get(key)
             if t is None:
                 continue
             if not isinstance(t, Tensor):
-                raise TypeError(f"{where}: state {key!r} should be a Tensor of the parameter's "
-                                f"shape {list(p.shape)}, but got {_typename(t)}. {fix}")
+                raise TypeError(f"{self._where(where)}: state {key!r} should be a Tensor of the "
+                                f"parameter's shape {list(p.shape)}, but got {_typename(t)}. "
+                                + fix)
             if t._data.shape != p._data.shape:
                 raise RuntimeError(
-                    f"{where}: state {key!r} has shape {list(t.shape)} but the parameter has "
-                    f"shape {list(p.shape)}: {_size_mismatch(t._data.shape, p._data.shape)}. "
+                    f"{size_mismatch(t._data.shape, p._data.shape)}: {self._where(where)} has "
+                    f"shape {list(p.shape)} but its state {key!r} has shape {list(t.shape)}. "
                     + fix)
+            if t._data.dtype.kind not in kinds:
+                raise RuntimeError(
+                    f"result type {p.dtype} can't be cast to the desired output type {t.dtype}: "
+                    f"{self._where(where)}: state {key!r} has dtype {t.dtype}, but the update "
+                    f"keeps it in the parameter's dtype, {p.dtype}. " + fix)
 
     # ---- one parameter: flat arrays in, one kernel, version bump ------------------------------
     def _step_param(self, group, p):
@@ -274,17 +270,16 @@ class Optimizer:
         id_map = dict(zip(chain.from_iterable(g["params"] for g in saved_groups),
                           chain.from_iterable(g["params"] for g in groups)))
         saved_state = state_dict["state"]
-        for gi, (g, new) in enumerate(zip(groups, saved_groups)):
-            for k, p in zip(new["params"], g["params"]):
+        for gi, (g, saved) in enumerate(zip(groups, saved_groups)):
+            buffers = self._state_buffers(saved)
+            for k, p in zip(saved["params"], g["params"]):
                 if isinstance(saved_state.get(k), dict):
-                    self._check_state(new, p, saved_state[k],
-                                      f"{type(self).__name__}.load_state_dict(): parameter {k} "
-                                      f"(param group {gi})", _LOAD_FIX)
+                    self._check_state(p, saved_state[k], buffers, ("load_state_dict", k, gi))
 
         def cast(param, value, key=None):
             if isinstance(value, Tensor):
                 arr = value._data
-                if key != "step" and param._data.dtype.kind in "fc":
+                if key != "step" and param._data.dtype.kind == "f":
                     arr = arr.astype(param._data.dtype)
                 return Tensor(on_device(arr.astype(arr.dtype, order="C"), param.device))
             if isinstance(value, dict):
