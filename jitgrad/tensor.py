@@ -192,9 +192,9 @@ class Tensor:
                 raise RuntimeError("can't assign Variable as its own grad")
             if value._data.dtype != self._data.dtype:
                 raise RuntimeError(
-                    f"attempting to assign a gradient with dtype '{value.dtype}' to a tensor "
-                    f"with dtype '{self.dtype}'. The gradient must match the tensor's dtype: "
-                    f"convert it first, e.g. grad.to({self.dtype})")
+                    f"attempting to assign a gradient with dtype '{value.dtype.name}' to a "
+                    f"tensor with dtype '{self.dtype.name}'. The gradient must match the "
+                    f"tensor's dtype: convert it first, e.g. grad.to({self.dtype})")
             if value.device != self.device:
                 raise RuntimeError(
                     f"attempting to assign a gradient with device type '{value.device.type}' to "

@@ -31,9 +31,9 @@ _REAL = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64",
          np.dtype(np.complex64): "float32", np.dtype(np.complex128): "float64"}
 
 
-_STALE_STATE_FIX = ("The state was made for a parameter of another shape (or loaded from another "
-                     "model's state_dict): load matching state, or drop this parameter's state "
-                     "with `del optimizer.state[p]` to start it afresh.")
+_STALE_STATE_FIX = ("The state does not fit this parameter (it was made for another one, or "
+                     "loaded from another model's state_dict): load matching state, or drop this "
+                     "parameter's state with `del optimizer.state[p]` to start it afresh.")
 
 
 _LOAD_FIX = ("Load a state_dict saved by an optimizer over parameters of these shapes, in the "
@@ -194,9 +194,10 @@ class Optimizer:
                     + fix)
             if t._data.dtype.kind not in kinds:
                 raise RuntimeError(
-                    f"result type {p.dtype} can't be cast to the desired output type {t.dtype}: "
-                    f"{self._where(where)}: state {key!r} has dtype {t.dtype}, but the update "
-                    f"keeps it in the parameter's dtype, {p.dtype}. " + fix)
+                    f"result type {p.dtype.name} can't be cast to the desired output type "
+                    f"{t.dtype.name}: {self._where(where)}: state {key!r} has dtype "
+                    f"{t.dtype.name}, but the update keeps it in the parameter's dtype, "
+                    f"{p.dtype.name}. " + fix)
 
     # ---- one parameter: flat arrays in, one kernel, version bump ------------------------------
     def _step_param(self, group, p):
