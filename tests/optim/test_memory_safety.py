@@ -103,6 +103,13 @@ CASES = {
         x = lib.ones(20_000)
         x.add_(lib.ones(2, 20_000))
         """, RuntimeError, r"^output with shape \[20000\]", True),
+    "elementwise_read_only_operand_at_loop_size": ("""
+        import numpy as np
+        a = np.full(20_000, 0.5, np.float32); a.flags.writeable = False
+        y = lib.ones(20_000, requires_grad=True)
+        ((y * lib.from_numpy(a)).sin() * 2).sum().backward()
+        assert abs(float(y.grad.sum()) - 20_000 * np.cos(0.5)) < 1
+        """, None, None, True),
     "elementwise_strided_operands_at_loop_size": ("""
         a, b = lib.randn(40_000), lib.randn(40_000)
         r = (a[::2] + b[::2]).exp()
