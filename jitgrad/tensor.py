@@ -103,9 +103,9 @@ def describe(arr):
 
 
 class Tensor:
-    __slots__ = ("_data", "_rg", "grad_fn", "output_nr", "_vc", "_base", "_view_chain", "_grad_value",
-                 "_hooks", "_post_hooks", "_retains_grad", "_accum", "_inference", "_fw",
-                 "_views", "__weakref__")
+    __slots__ = ("_data", "_rg", "grad_fn", "output_nr", "_vc", "_base", "_view_chain",
+                 "_grad_value", "_hooks", "_post_hooks", "_retains_grad", "_accum", "_inference",
+                 "_fw", "_views", "__weakref__")
     # Makes numpy hand `ndarray * Tensor` to Tensor.__rmul__.
     __array_priority__ = 1000
 

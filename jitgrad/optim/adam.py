@@ -69,8 +69,9 @@ class Adam(Optimizer):
         step = state.get("step")
         # a number is converted when loaded (see __setstate__)
         number = where[0] == "load_state_dict" and type(step) in (int, float)
-        if step is not None and not number and not (
-                isinstance(step, Tensor) and step.numel() == 1 and step._data.dtype.kind in "iuf"):
+        if step is not None and not number and not (isinstance(step, Tensor) and
+                                                    step._data.size == 1 and
+                                                    step._data.dtype.kind in "iuf"):
             raise RuntimeError(
                 f"{self._where(where)}: state 'step' should be a one-element real Tensor (the "
                 f"number of steps taken), but got {step!r}. Load the state_dict of an Adam "

@@ -155,7 +155,7 @@ class Optimizer:
                 f"{self._where(where)}: cannot update a parameter of dtype {p.dtype} (shape "
                 f"{list(p.shape)}); the fused optimizer kernels support float32 and float64 "
                 "(and complex64/complex128). Convert the model first, e.g. model.float().")
-        if grad.device != p.device:
+        if grad.is_cuda != p.is_cuda:  # (cheaper than comparing .device)
             raise RuntimeError(
                 "Expected all tensors to be on the same device, but found at least two devices, "
                 f"{p.device} and {grad.device}! ({self._where(where)} is on {p.device}, its "
@@ -174,11 +174,12 @@ class Optimizer:
     def _check_state(self, p, state, buffers, where):
         """Raise unless each state tensor named in `buffers` is a Tensor of p's shape
         (a kernel indexes it as it indexes p) and of a dtype the update can use:
-        floating (complex for a complex p) in step(); load_state_dict casts real
-        dtypes to p's, as torch does, so there any real dtype will do."""
-        loading = where[0] == "load_state_dict"
-        fix = _LOAD_FIX if loading else _STALE_STATE_FIX
-        kinds = ("biuf" if loading else "f") + ("c" if p._data.dtype.kind == "c" else "")
+        floating, or complex for a complex p. load_state_dict casts the state of
+        a real floating p to p's dtype, as torch does, so there any real dtype will do."""
+        # (this runs for every parameter at every step: plain locals, messages built
+        # only when raised)
+        shape, loading = p._data.shape, where[0] == "load_state_dict"
+        kinds = "fc" if p._data.dtype.kind == "c" else "biuf" if loading else "f"
         for key in buffers:
             t = state.get(key)
             if t is None:
@@ -186,18 +187,19 @@ class Optimizer:
             if not isinstance(t, Tensor):
                 raise TypeError(f"{self._where(where)}: state {key!r} should be a Tensor of the "
                                 f"parameter's shape {list(p.shape)}, but got {_typename(t)}. "
-                                + fix)
-            if t._data.shape != p._data.shape:
+                                + (_LOAD_FIX if loading else _STALE_STATE_FIX))
+            data = t._data
+            if data.shape != shape:
                 raise RuntimeError(
-                    f"{size_mismatch(t._data.shape, p._data.shape)}: {self._where(where)} has "
-                    f"shape {list(p.shape)} but its state {key!r} has shape {list(t.shape)}. "
-                    + fix)
-            if t._data.dtype.kind not in kinds:
+                    f"{size_mismatch(data.shape, shape)}: {self._where(where)} has shape "
+                    f"{list(shape)} but its state {key!r} has shape {list(data.shape)}. "
+                    + (_LOAD_FIX if loading else _STALE_STATE_FIX))
+            if data.dtype.kind not in kinds:
                 raise RuntimeError(
                     f"result type {p.dtype.name} can't be cast to the desired output type "
                     f"{t.dtype.name}: {self._where(where)}: state {key!r} has dtype "
                     f"{t.dtype.name}, but the update keeps it in the parameter's dtype, "
-                    f"{p.dtype.name}. " + fix)
+                    f"{p.dtype.name}. " + (_LOAD_FIX if loading else _STALE_STATE_FIX))
 
     # ---- one parameter: flat arrays in, one kernel, version bump ------------------------------
     def _step_param(self, group, p):
