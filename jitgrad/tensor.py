@@ -195,7 +195,7 @@ class Tensor:
                     f"attempting to assign a gradient with dtype '{value.dtype.name}' to a "
                     f"tensor with dtype '{self.dtype.name}'. The gradient must match the "
                     f"tensor's dtype: convert it first, e.g. grad.to({self.dtype})")
-            if value.is_cuda != self.is_cuda:  # the devices (cheaper than comparing .device)
+            if type(value._data) is not type(self._data):  # another device (see .device)
                 raise RuntimeError(
                     f"attempting to assign a gradient with device type '{value.device.type}' to "
                     f"a tensor with device type '{self.device.type}'. Please ensure that the "

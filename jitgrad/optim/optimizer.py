@@ -155,7 +155,7 @@ class Optimizer:
                 f"{self._where(where)}: cannot update a parameter of dtype {p.dtype} (shape "
                 f"{list(p.shape)}); the fused optimizer kernels support float32 and float64 "
                 "(and complex64/complex128). Convert the model first, e.g. model.float().")
-        if grad.is_cuda != p.is_cuda:  # (cheaper than comparing .device)
+        if type(grad._data) is not type(arr):  # another device (cheaper than .device)
             raise RuntimeError(
                 "Expected all tensors to be on the same device, but found at least two devices, "
                 f"{p.device} and {grad.device}! ({self._where(where)} is on {p.device}, its "
