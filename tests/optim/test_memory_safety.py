@@ -75,6 +75,12 @@ CASES = {
         p.grad = lib.ones(5)
         o.step()
         """, RuntimeError, r"attempting to assign a gradient of size '\[5\]'", True),
+    "grad_data_replaced": ("""
+        p = nn.Parameter(lib.ones(10)); o = optim.Adam([p], lr=0.1)
+        (p * 2).sum().backward()
+        p.grad.data = lib.ones(5)
+        o.step()
+        """, RuntimeError, r"has shape \[10\] but its grad has shape \[5\]", True),
     # ---- state of the wrong shape (more below, set by hand) ------------------------------
     "adam_amsgrad_loaded_max_buffer_wrong_shape": ("""
         p = nn.Parameter(lib.ones(1000)); o = optim.Adam([p], lr=0.1, amsgrad=True)
