@@ -257,9 +257,10 @@ class Optimizer:
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict):
-        """Load a `state_dict()` (same groups and sizes). Floating state tensors
-        are copied and cast to their parameter's dtype, except "step"; unlike
-        torch, the copies do not share memory with `state_dict`. Each state
+        """Load a `state_dict()` (same groups and sizes). State tensors are
+        copied; as in torch, those of a real floating-point parameter are cast to
+        its dtype, except "step"; unlike torch, the copies do not share memory
+        with `state_dict`. Each state
         tensor an update reads must have its parameter's shape: checked for all
         parameters before anything changes (torch fails at the next step)."""
         state_dict = state_dict.copy()
