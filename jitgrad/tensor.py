@@ -113,9 +113,9 @@ def describe(arr):
 
 
 class Tensor:
-    __slots__ = ("_data", "_rg", "grad_fn", "output_nr", "_vc", "_base", "_view_chain", "_grad",
-                 "_hooks", "_post_hooks", "_retains_grad", "_accum", "_inference", "_fw",
-                 "_views", "_creation_meta", "__weakref__")
+    __slots__ = ("_data", "_rg", "grad_fn", "output_nr", "_vc", "_base", "_view_chain",
+                 "_grad_value", "_hooks", "_post_hooks", "_retains_grad", "_accum", "_inference",
+                 "_fw", "_views", "_creation_meta", "__weakref__")
     # Makes numpy hand `ndarray * Tensor` to Tensor.__rmul__.
     __array_priority__ = 1000
 
@@ -130,7 +130,7 @@ class Tensor:
         self.grad_fn = None
         self.output_nr = 0
         self._vc = [0]  # shared with views: one counter per storage
-        self._base = self._view_chain = self._grad = self._views = None
+        self._base = self._view_chain = self._grad_value = self._views = None
         self._hooks = self._post_hooks = self._accum = self._fw = None
         self._retains_grad = False
         self._inference = _state.local.inference
@@ -192,23 +192,40 @@ class Tensor:
 
     @property
     def grad(self):
-        if self._grad is None and self.grad_fn is not None and not self._retains_grad:
+        if self._grad_value is None and self.grad_fn is not None and not self._retains_grad:
             warnings.warn(NON_LEAF_GRAD_WARNING, UserWarning, stacklevel=2)
-        return self._grad
+        return self._grad_value
 
     @grad.setter
     def grad(self, value):
+        # torch's checks, in torch's order: the optimizer kernels index a parameter's
+        # gradient as they index the parameter, so a wrong one must not get in
         if value is not None:
             if not isinstance(value, Tensor):
-                raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type {type(value).__name__}")
-            if value._data.shape != self._data.shape:
-                raise RuntimeError(
-                    f"assigned grad has data of a different size: expected {list(self.shape)}, "
-                    f"got {list(value.shape)}")
+                raise TypeError("assigned grad expected to be a Tensor or None but got grad of "
+                                f"type {type(value).__name__}")
+            if value is self:
+                raise RuntimeError("can't assign Variable as its own grad")
             if value._data.dtype != self._data.dtype:
                 raise RuntimeError(
-                    f"assigned grad has data of a different type: expected {self.dtype}, got {value.dtype}")
-        self._grad = value
+                    f"attempting to assign a gradient with dtype '{value.dtype.name}' to a "
+                    f"tensor with dtype '{self.dtype.name}'. The gradient must match the "
+                    f"tensor's dtype: convert it first, e.g. grad.to({self.dtype})")
+            if type(value._data) is not type(self._data):  # another device (see .device)
+                raise RuntimeError(
+                    f"attempting to assign a gradient with device type '{value.device.type}' to "
+                    f"a tensor with device type '{self.device.type}'. Please ensure that the "
+                    f"gradient and the tensor are on the same device: move it first, e.g. "
+                    f"grad.to('{self.device}')")
+            if value._data.shape != self._data.shape:
+                raise RuntimeError(
+                    f"attempting to assign a gradient of size '{list(value.shape)}' to a tensor "
+                    f"of size '{list(self.shape)}'. Please ensure that the gradient and the "
+                    "tensor are the same size")
+        self._grad_value = value
+
+    # torch's `_grad` is `grad`, checks included
+    _grad = grad
 
     @property
     def data(self):
@@ -218,6 +235,14 @@ class Tensor:
 
     @data.setter
     def data(self, value):
+        # As torch: any shape, dtype or device may be assigned (.grad keeps its own;
+        # the optimizer then refuses to step until they agree again).
+        if not isinstance(value, Tensor):
+            raise TypeError(f"Variable data has to be a tensor, but got {type(value).__name__}")
+        if self._rg and value._data.dtype.kind not in "fc":
+            raise RuntimeError("data set to a tensor that requires gradients must be floating "
+                               f"point or complex dtype (got {value.dtype}); convert it first, "
+                               "e.g. .float()")
         self._data = value._data
 
     @property

@@ -1,6 +1,11 @@
 """Test helpers: seeded inputs shared by jitgrad and torch, torch parity
 (`check_torch`), and finite-difference Jacobian checks (`gradcheck`,
 `gradgradcheck`) written here because they must not trust jitgrad's own."""
+import os
+import re
+import subprocess
+import sys
+import textwrap
 import zlib
 
 import numpy as np
@@ -23,6 +28,32 @@ def rng_for(*key):
     """A generator seeded from a readable key, so each test draws the same numbers
     on every run and independently of the other tests."""
     return np.random.default_rng(zlib.crc32(repr(key).encode()))
+
+
+def run_isolated(code, **env):
+    """Run `code` in a fresh interpreter using this checkout's jitgrad, with the extra
+    environment variables `env`, and fail if it died from a signal: a segfault or an
+    abort there fails the calling test instead of ending the test run. Returns the
+    CompletedProcess (text stdout and stderr)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]),
+               **env)
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=root, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode >= 0, f"crashed with signal {-r.returncode}:\n{r.stderr[-3000:]}"
+    return r
+
+
+def assert_fails_cleanly(code, error, pattern, **env):
+    """Run `code` as `run_isolated` does and assert it ends with an uncaught `error`
+    whose message matches `pattern`. Returns the message."""
+    r = run_isolated(code, **env)
+    last = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
+    assert r.returncode == 1 and last.startswith(error.__name__ + ": "), \
+        f"expected {error.__name__}, got exit status {r.returncode}:\n{r.stderr[-3000:]}"
+    message = last[len(error.__name__) + 2:]
+    assert re.search(pattern, message), message
+    return message
 
 
 def require_torch():

@@ -10,6 +10,12 @@
 - matmul: a tiled shared-memory kernel over broadcast batch dims;
 - fused: the fused backward group of kernels/fuse.py as a grid-stride loop;
 - scatter_add: atomics (the backward of gather and of indexing).
+Bounds: kernels do not check indices. Elementwise, reduce, scan, softmax,
+matmul and indexed kernels get their geometry (offsets, strides, shapes) from
+DeviceArray views that numpy's own view and broadcasting rules produced
+(`_cuda/array.py`), and indexed kernels get indices checked on the host first
+(`_check_bounds`); kernels over flat operands (optimizer, fused) are launched
+after `kernels.cpu.check_lengths`.
 Under the simulator, `math` inside kernels is replaced by simmath (numpy
 semantics: inf/nan instead of Python's OverflowError/ValueError).
 """

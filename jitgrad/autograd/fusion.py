@@ -12,8 +12,10 @@ as usual; fan-out inside a group is summed in the kernel.
 import numpy as np
 
 from .. import _state
+from ..errors import size_mismatch
 from .._node import SavedTensor, count_dependencies
 from ..kernels import fuse as _fuse
+from ..kernels.cpu import check_lengths as _check_lengths
 from ..kernels.pool import empty as _empty
 from ..ops.registry import ElementwiseNode
 from ..tensor import Tensor
@@ -210,9 +212,9 @@ class FusedGroup:
         else:  # CUDA: the same group as a grid-stride kernel
             from .._cuda import kernels as _ck
             outs = [np.empty(n, kdt, like=ref) for _ in self.slot_meta]
-            _ck.run(_ck.fused(self.kernel_spec, tuple(gin_kinds)), n,
-                    *[a.flat_view() if hasattr(a, "flat_view") else a
-                      for a in args[1:] + outs])
+            flat = [a.flat_view() if hasattr(a, "flat_view") else a for a in args[1:] + outs]
+            _check_lengths(n, flat, "fused backward kernel")
+            _ck.run(_ck.fused(self.kernel_spec, tuple(gin_kinds)), n, *flat)
         if not retain_graph:
             for m in self.members:
                 m._release()
@@ -239,11 +241,19 @@ _DTYPE_NAMES = {np.dtype(n): n for n in ("float32", "float64", "int32", "int64",
 
 
 def _flat(a, shape, n, dtype):
-    """`a` as a contiguous 1-D array of the group's shape, in `dtype`."""
+    """`a` as a contiguous 1-D array of the group's shape, in `dtype`: n elements,
+    whatever it was, which is what makes the kernel's flat indexing safe."""
     if a.dtype != dtype:
         a = a.astype(dtype)
     if a.shape != shape:
-        a = np.broadcast_to(a, shape)
+        try:
+            a = np.broadcast_to(a, shape)
+        except ValueError:
+            raise RuntimeError(
+                f"{size_mismatch(shape, a.shape)} (fused backward of shape {list(shape)}): a "
+                f"tensor saved for backward came back of shape {list(a.shape)}; a "
+                "saved_tensors_hooks unpack hook must return a tensor of the saved one's shape"
+            ) from None
     if not a.flags.c_contiguous or not a.flags.writeable:
         # C order (np.array would keep a broadcast's odd layout) and writable: numba
         # types read-only arrays apart

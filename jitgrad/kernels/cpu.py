@@ -2,6 +2,13 @@
 
 A ufunc handles broadcasting, strides, 0-d operands and `out=` in one
 compiled call, which keeps the per-op Python cost to a single call.
+
+Every kernel validates what it is given, so no caller can make it read or
+write outside an array: a ufunc checks shapes, broadcasting and `out=` itself;
+a flat loop kernel (here, kernels/fuse.py, optim/_kernels.py) has an explicit
+Numba signature, which rejects another dtype, a non-contiguous or a read-only
+array with a TypeError, and starts with `length_guard`, which rejects operands
+of another length (`check_lengths` before a CUDA launch).
 """
 from . import cache
 from .expr import module_header, to_scalar_code
@@ -13,6 +20,34 @@ _NUMBA_TYPE = {"float32": "float32", "float64": "float64", "int32": "int32", "in
 # ufunc -> (args, parsed body, prefix, compute dtype): how the CUDA backend
 # (jitgrad/_cuda/array.py) rebuilds the same kernel for device operands.
 FORMULAS = {}
+
+
+# A flat kernel (a loop over n elements of 1-D operands: loop() below, the fused
+# backward of fuse.py, the optimizer updates of optim/_kernels.py, on the CPU and on
+# CUDA) indexes its operands without bounds checks. These two helpers are the one
+# place that makes it safe: every array operand must have n elements. Callers check
+# shapes first with messages of their own, so a failure here is a jitgrad bug.
+_LENGTH_RULE = ("every array operand of a flat kernel must have n elements (callers check "
+                "shapes first: please report this as a jitgrad bug)")
+
+
+def length_guard(n, arrays, what):
+    """Source lines, for the start of a compiled CPU kernel, that raise ValueError
+    unless each 1-D array named in `arrays` has `n` elements (`n`: an expression).
+    Costs one compare per operand per call."""
+    if not arrays:
+        return []
+    return [f"if {' or '.join(f'{a}.shape[0] != {n}' for a in arrays)}:",
+            f"    raise ValueError({f'{what}: {_LENGTH_RULE}'!r})"]
+
+
+def check_lengths(n, operands, what):
+    """The same rule on the host, for kernels that cannot raise (CUDA): raise
+    ValueError unless each array among `operands` has n elements."""
+    for k, a in enumerate(operands):
+        if getattr(a, "ndim", 0) and a.size != n:
+            raise ValueError(f"{what}: operand {k} has {a.size} elements, n is {n}: "
+                             + _LENGTH_RULE)
 
 
 def ufunc(name, args, body, arg_dtypes, compute_dtype, out_dtype, prefix=None):
@@ -50,12 +85,14 @@ def loop(name, args, kinds, body, arg_dtypes, compute_dtype, out_dtype, parallel
     types.append(_NUMBA_TYPE[out_dtype.name] + "[::1]")
     sig = f"void({', '.join(types)})"
     out_t = "np.bool_" if out_dtype.name == "bool" else f"np.{out_dtype.name}"
+    guard = length_guard("n", [a for a, k in zip(args, kinds) if k == "a"] + ["out"], name)
     source = (
         module_header(code) +
         f"T = np.{compute_dtype.name}\n\n\n"
         f"@numba.njit({sig!r}, cache=True, nogil=True, parallel={parallel}, "
         f"error_model='numpy')\n"
-        f"def kernel(n, {', '.join(args)}, out):\n"
+        f"def kernel(n, {', '.join(args)}, out):\n" +
+        "".join(f"    {line}\n" for line in guard) +
         f"    for i in {'numba.prange' if parallel else 'range'}(n):\n"
         f"        out[i] = {out_t}({code})\n")
     return cache.load(f"{name}_{compute_dtype.name}_{'par' if parallel else 'loop'}", source)

@@ -12,6 +12,7 @@ same spec always yields the same source, so the kernel cache doubles as the
 plan cache across training steps and processes.
 """
 from . import cache
+from .cpu import length_guard
 from .expr import module_header, to_scalar_code
 
 import os
@@ -109,8 +110,10 @@ def fused_source(spec, gin_kinds, parallel):
     # loop then has no exception paths, which it needs to vectorize).
     deco = (f"@numba.njit({sig!r}, cache=True, nogil=True, error_model='numpy'"
             f"{', parallel=True' if parallel else ''})")
-    lines = [f"T = np.{kdt}", "", "", deco, f"def kernel({', '.join(params + outs)}):",
-             f"    for i in {loop}:"]
+    arrays = [a for a, t in zip(params + outs, types) if t.endswith("[::1]")]
+    lines = [f"T = np.{kdt}", "", "", deco, f"def kernel({', '.join(params + outs)}):"]
+    lines += ["    " + g for g in length_guard("n", arrays, "fused backward kernel")]
+    lines.append(f"    for i in {loop}:")
     lines += ["        " + b for b in body]
     text = "\n".join(lines) + "\n"
     return module_header(text) + text

@@ -533,21 +533,23 @@ def _elementwise_jvp(op, operands, arrays, out, kdt):
 
 
 def _loop_call(op, kdt, arrays, out_arr):
-    """Run the loop kernel if every array operand is contiguous and of the output's
-    shape; False (nothing done) otherwise. numpy ufunc loops do not vectorize
-    jitgrad's math; these loops do (3x at 1e6 float32, one thread)."""
+    """Run the loop kernel if every array operand is contiguous, writable and of the
+    output's shape (the kernel's signature and length guard refuse anything else:
+    numba types a read-only array apart); False (nothing done) otherwise. numpy
+    ufunc loops do not vectorize jitgrad's math; these loops do (3x at 1e6 float32,
+    one thread)."""
     shape = out_arr.shape
     kinds, flat = [], []
     for a in arrays:
         if type(a) is np.ndarray:
-            if a.shape != shape or not a.flags.c_contiguous:
+            if a.shape != shape or not (a.flags.c_contiguous and a.flags.writeable):
                 return False
             kinds.append("a")
             flat.append(a.reshape(-1))
         else:
             kinds.append("s")
             flat.append(a)
-    if not out_arr.flags.c_contiguous:
+    if not (out_arr.flags.c_contiguous and out_arr.flags.writeable):
         return False
     n = out_arr.size
     parallel = n >= _fuse.PARALLEL_MIN_ELEMENTS and _fuse.parallel_enabled()

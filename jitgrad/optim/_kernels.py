@@ -17,6 +17,7 @@ scalar tail contracted the same way) the kernel calls `fma` too, so float32
 trajectories agree with torch's to an ulp or two rather than drifting apart.
 """
 from ..kernels import cache
+from ..kernels.cpu import check_lengths, length_guard
 
 _NB = {"float32": "float32", "float64": "float64"}
 _kernels = {}  # (optimizer, flags..., dtype) -> compiled kernel
@@ -68,11 +69,24 @@ def _source(args, loops, dtype, prelude=(), cuda=False):
     contiguous array of `dtype`), "s" (scalar of `dtype`) or "b" (bool). loops:
     (condition or None, body lines) pairs; the loop runs over p's elements
     (with `cuda`, split over the GPU's threads)."""
+    lines = [f"def kernel({', '.join(a for a, _ in args)}):", "    n = p.shape[0]"]
+    if not cuda:  # a CUDA kernel cannot raise: its launcher checks the lengths instead
+        arrays = [a for a, k in args if k == "a" and a != "p"]
+        lines += ["    " + g for g in length_guard("n", arrays, "optimizer kernel")]
+    lines += ["    " + line for line in prelude]
+    loop = "for i in range(cuda.grid(1), n, cuda.gridsize(1)):" if cuda else "for i in range(n):"
+    for k, (cond, body) in enumerate(loops):
+        indent = "    "
+        if cond is not None:
+            lines.append(f"    {'if' if k == 0 else 'elif'} {cond}:")
+            indent = "        "
+        elif k:
+            lines.append("    else:")
+            indent = "        "
+        lines.append(indent + loop)
+        lines += [f"{indent}    {line}" for line in body]
     if cuda:
-        src = _source(args, loops, dtype, prelude)
-        body = src[src.index("def kernel("):].replace(
-            "for i in range(n):", "for i in range(cuda.grid(1), n, cuda.gridsize(1)):")
-        return _CUDA_HEADER + "@cuda.jit(cache=True)\n" + body
+        return _CUDA_HEADER + "@cuda.jit(cache=True)\n" + "\n".join(lines) + "\n"
     t = _NB[dtype]
     types = {"a": f"{t}[::1]", "s": t, "b": "boolean"}
     sig = f"void({', '.join(types[k] for _, k in args)})"
@@ -81,22 +95,7 @@ def _source(args, loops, dtype, prelude=(), cuda=False):
     # parallel=True variant measured no faster for 1e6 float32 (the loop is
     # memory-bound), and OpenMP threads stall badly when another process holds a core.
     flags = "cache=True, nogil=True, error_model='numpy'"
-    out = _HEADER.splitlines() + [
-        f"@numba.njit({sig!r}, {flags})",
-        f"def kernel({', '.join(a for a, _ in args)}):",
-        "    n = p.shape[0]"]
-    out += ["    " + line for line in prelude]
-    for k, (cond, body) in enumerate(loops):
-        indent = "    "
-        if cond is not None:
-            out.append(f"    {'if' if k == 0 else 'elif'} {cond}:")
-            indent = "        "
-        elif k:
-            out.append("    else:")
-            indent = "        "
-        out.append(f"{indent}for i in range(n):")
-        out += [f"{indent}    {line}" for line in body]
-    return "\n".join(out) + "\n"
+    return _HEADER + f"@numba.njit({sig!r}, {flags})\n" + "\n".join(lines) + "\n"
 
 
 def _load(key, name, source):
@@ -118,6 +117,7 @@ def _cuda_launcher(kernel, dtype):
         n = args[0].size
         kargs = [a.flat_view() if hasattr(a, "flat_view") else
                  (a if isinstance(a, (bool, np.bool_)) else scalar(a)) for a in args]
+        check_lengths(n, kargs, "optimizer kernel")
         if n:
             blocks, threads = launch_1d(n)
             launch(kernel, blocks, threads, *kargs)

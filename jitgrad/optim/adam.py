@@ -8,6 +8,11 @@ from . import _kernels
 from .optimizer import Optimizer
 
 
+def _step_dtype():
+    """torch keeps the step count as a tensor of the default scalar dtype."""
+    return np.float64 if _dt.get_default_dtype() == _dt.float64 else np.float32
+
+
 class Adam(Optimizer):
     """Adam (Kingma & Ba, 2014) with torch.optim.Adam's defaults; weight_decay
     is an L2 penalty added to the gradient unless decoupled_weight_decay=True
@@ -50,14 +55,34 @@ class Adam(Optimizer):
             group.setdefault("amsgrad", False)
             group.setdefault("maximize", False)
             group.setdefault("decoupled_weight_decay", False)
+            for p in group["params"]:
+                # state saved with a number of steps rather than a tensor: as torch, convert
+                state = self.state.get(p)
+                if state and "step" in state and not isinstance(state["step"], Tensor):
+                    state["step"] = Tensor(np.array(float(state["step"]), _step_dtype()))
+
+    def _state_buffers(self, group):
+        return ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if group.get("amsgrad") else ())
+
+    def _check_state(self, p, state, buffers, where):
+        super()._check_state(p, state, buffers, where)
+        step = state.get("step")
+        # a number is converted when loaded (see __setstate__)
+        number = where[0] == "load_state_dict" and type(step) in (int, float)
+        if step is not None and not number and not (isinstance(step, Tensor) and
+                                                    step._data.size == 1 and
+                                                    step._data.dtype.kind in "iuf"):
+            raise RuntimeError(
+                f"{self._where(where)}: state 'step' should be a one-element real Tensor (the "
+                f"number of steps taken), but got {step!r}. Load the state_dict of an Adam "
+                "optimizer over the same parameters, or drop this parameter's state with "
+                "`del optimizer.state[p]` to start it afresh.")
 
     def _update(self, group, p, flat, grad, dtype):
         amsgrad = bool(group["amsgrad"])
         state = self.state[p]
         if not state:
-            # torch keeps the step count as a tensor of the default scalar dtype
-            step_dtype = np.float64 if _dt.get_default_dtype() == _dt.float64 else np.float32
-            state["step"] = Tensor(np.zeros((), step_dtype))
+            state["step"] = Tensor(np.zeros((), _step_dtype()))
         args = [flat, grad, self._buffer(state, "exp_avg", p), self._buffer(state, "exp_avg_sq", p)]
         if amsgrad:
             args.append(self._buffer(state, "max_exp_avg_sq", p))

@@ -1,7 +1,11 @@
 """`Optimizer`: parameter groups, per-parameter state, state_dict, as torch.optim.
 
 Subclasses implement `_update(group, p, flat, grad, dtype)`: one fused kernel
-call (see `_kernels.py`) on flat, contiguous arrays of one parameter.
+call (see `_kernels.py`) on flat, contiguous arrays of one parameter, and name
+the state tensors it indexes like the parameter in `_state_buffers(group)`.
+`step` and `load_state_dict` check the gradient and those tensors against each
+parameter (shape, dtype, device) for all parameters before changing anything;
+the kernels check lengths again themselves, so nothing can index out of bounds.
 """
 import warnings
 from collections import defaultdict
@@ -11,6 +15,7 @@ from itertools import chain
 import numpy as np
 
 from ..autograd.grad_mode import enable_grad
+from ..errors import size_mismatch
 from ..nn.modules import _typename, _zero_grad
 from ..tensor import Tensor, on_device
 
@@ -24,6 +29,15 @@ required = _RequiredParameter()
 
 _REAL = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64",
          np.dtype(np.complex64): "float32", np.dtype(np.complex128): "float64"}
+
+
+_STALE_STATE_FIX = ("The state does not fit this parameter (it was made for another one, or "
+                     "loaded from another model's state_dict): load matching state, or drop this "
+                     "parameter's state with `del optimizer.state[p]` to start it afresh.")
+
+
+_LOAD_FIX = ("Load a state_dict saved by an optimizer over parameters of these shapes, in the "
+             "same order (the same model).")
 
 
 class Optimizer:
@@ -109,21 +123,88 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
-        for group in self.param_groups:
+        todo, index = [], 0
+        for gi, group in enumerate(self.param_groups):
+            buffers = self._state_buffers(group)
             for p in group["params"]:
                 if p.grad is not None:
-                    self._step_param(group, p)
+                    # every check runs before the first update: a rejected step changes nothing
+                    self._check_param(p, buffers, ("step", index, gi))
+                    todo.append((group, p))
+                index += 1
+        for group, p in todo:
+            self._step_param(group, p)
         return loss
+
+    # ---- validation: what the kernels index must have the parameter's shape ---------------
+    # `where` is (method, parameter index, group index), formatted only for a message.
+    def _state_buffers(self, group):
+        """Names of the state tensors the update of a parameter in `group` reads and
+        writes element by element (so they must have the parameter's shape)."""
+        return ()
+
+    def _where(self, where):
+        method, index, gi = where
+        return f"{type(self).__name__}.{method}(): parameter {index} (param group {gi})"
+
+    def _check_param(self, p, buffers, where):
+        """Raise unless p's dtype, its gradient and its state fit the update kernel."""
+        arr, grad = p._data, p.grad
+        if arr.dtype not in _REAL:
+            raise TypeError(
+                f"{self._where(where)}: cannot update a parameter of dtype {p.dtype} (shape "
+                f"{list(p.shape)}); the fused optimizer kernels support float32 and float64 "
+                "(and complex64/complex128). Convert the model first, e.g. model.float().")
+        if type(grad._data) is not type(arr):  # another device (cheaper than .device)
+            raise RuntimeError(
+                "Expected all tensors to be on the same device, but found at least two devices, "
+                f"{p.device} and {grad.device}! ({self._where(where)} is on {p.device}, its "
+                f"grad on {grad.device}: move the gradient, or compute it again after moving "
+                "the model)")
+        if grad._data.shape != arr.shape:
+            raise RuntimeError(
+                f"{size_mismatch(arr.shape, grad._data.shape)}: {self._where(where)} has shape "
+                f"{list(p.shape)} but its grad has shape {list(grad.shape)}. The parameter's "
+                "data was replaced (p.data = ...) after the gradient was computed: compute the "
+                "gradient again (zero_grad(), then backward()) before step().")
+        state = self.state.get(p)
+        if state:
+            self._check_state(p, state, buffers, where)
+
+    def _check_state(self, p, state, buffers, where):
+        """Raise unless each state tensor named in `buffers` is a Tensor of p's shape
+        (a kernel indexes it as it indexes p) and of a dtype the update can use:
+        floating, or complex for a complex p. load_state_dict casts the state of
+        a real floating p to p's dtype, as torch does, so there any real dtype will do."""
+        # (this runs for every parameter at every step: plain locals, messages built
+        # only when raised)
+        shape, loading = p._data.shape, where[0] == "load_state_dict"
+        kinds = "fc" if p._data.dtype.kind == "c" else "biuf" if loading else "f"
+        for key in buffers:
+            t = state.get(key)
+            if t is None:
+                continue
+            if not isinstance(t, Tensor):
+                raise TypeError(f"{self._where(where)}: state {key!r} should be a Tensor of the "
+                                f"parameter's shape {list(p.shape)}, but got {_typename(t)}. "
+                                + (_LOAD_FIX if loading else _STALE_STATE_FIX))
+            data = t._data
+            if data.shape != shape:
+                raise RuntimeError(
+                    f"{size_mismatch(data.shape, shape)}: {self._where(where)} has shape "
+                    f"{list(shape)} but its state {key!r} has shape {list(data.shape)}. "
+                    + (_LOAD_FIX if loading else _STALE_STATE_FIX))
+            if data.dtype.kind not in kinds:
+                raise RuntimeError(
+                    f"result type {p.dtype.name} can't be cast to the desired output type "
+                    f"{t.dtype.name}: {self._where(where)}: state {key!r} has dtype "
+                    f"{t.dtype.name}, but the update keeps it in the parameter's dtype, "
+                    f"{p.dtype.name}. " + (_LOAD_FIX if loading else _STALE_STATE_FIX))
 
     # ---- one parameter: flat arrays in, one kernel, version bump ------------------------------
     def _step_param(self, group, p):
         arr = p._data
-        real = _REAL.get(arr.dtype)
-        if real is None:
-            raise TypeError(
-                f"{type(self).__name__}: cannot update a parameter of dtype {p.dtype} (shape "
-                f"{list(p.shape)}); the fused optimizer kernels support float32 and float64 "
-                "(and complex64/complex128). Convert the model first, e.g. model.float().")
+        real = _REAL[arr.dtype]
         contiguous = arr.flags.c_contiguous and arr.flags.writeable
         flat = arr.reshape(-1) if contiguous else arr.copy().reshape(-1)
         g = p.grad._data
@@ -139,11 +220,12 @@ class Optimizer:
         p._vc[0] += 1
 
     def _buffer(self, state, key, p):
-        """The state tensor `key` of p as a flat contiguous array of p's dtype
-        (created as zeros; re-made if a loaded or converted one does not fit)."""
+        """The state tensor `key` of p (of p's shape: see `_check_param`) as a flat
+        contiguous array of p's dtype and device; created as zeros, converted
+        (once) if loaded or left in another dtype or on another device."""
         t = state.get(key)
         arr = p._data
-        if t is None or t._data.dtype != arr.dtype or t._data.shape != arr.shape \
+        if t is None or t._data.dtype != arr.dtype or t.device != p.device \
                 or not t._data.flags.c_contiguous or not t._data.flags.writeable:
             t = Tensor(np.zeros(arr.shape, arr.dtype, like=arr) if t is None
                        else on_device(t._data.astype(arr.dtype, order="C"), p.device))
@@ -175,9 +257,12 @@ class Optimizer:
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict):
-        """Load a `state_dict()` (same groups and sizes). Floating state tensors
-        are copied and cast to their parameter's dtype, except "step"; unlike
-        torch, the copies do not share memory with `state_dict`."""
+        """Load a `state_dict()` (same groups and sizes). State tensors are
+        copied; as in torch, those of a real floating-point parameter are cast to
+        its dtype, except "step"; unlike torch, the copies do not share memory
+        with `state_dict`. Each state
+        tensor an update reads must have its parameter's shape: checked for all
+        parameters before anything changes (torch fails at the next step)."""
         state_dict = state_dict.copy()
         groups = self.param_groups
         saved_groups = deepcopy(state_dict["param_groups"])
@@ -188,11 +273,17 @@ class Optimizer:
                              "the size of optimizer's group")
         id_map = dict(zip(chain.from_iterable(g["params"] for g in saved_groups),
                           chain.from_iterable(g["params"] for g in groups)))
+        saved_state = state_dict["state"]
+        for gi, (g, saved) in enumerate(zip(groups, saved_groups)):
+            buffers = self._state_buffers(saved)
+            for k, p in zip(saved["params"], g["params"]):
+                if isinstance(saved_state.get(k), dict):
+                    self._check_state(p, saved_state[k], buffers, ("load_state_dict", k, gi))
 
         def cast(param, value, key=None):
             if isinstance(value, Tensor):
                 arr = value._data
-                if key != "step" and param._data.dtype.kind in "fc":
+                if key != "step" and param._data.dtype.kind == "f":
                     arr = arr.astype(param._data.dtype)
                 return Tensor(on_device(arr.astype(arr.dtype, order="C"), param.device))
             if isinstance(value, dict):
@@ -202,7 +293,7 @@ class Optimizer:
             return value
 
         state = defaultdict(dict)
-        for k, v in state_dict["state"].items():
+        for k, v in saved_state.items():
             if k in id_map:
                 state[id_map[k]] = cast(id_map[k], v)
             else:

@@ -40,6 +40,9 @@ class SGD(Optimizer):
             group.setdefault("nesterov", False)
             group.setdefault("maximize", False)
 
+    def _state_buffers(self, group):
+        return ("momentum_buffer",) if group.get("momentum") else ()
+
     def _update(self, group, p, flat, grad, dtype):
         momentum = float(group["momentum"])
         wd = float(group["weight_decay"])
