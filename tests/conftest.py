@@ -12,6 +12,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import jitgrad  # noqa: E402
 from jitgrad import _state  # noqa: E402
+from jitgrad.ops.registry import REGISTRY  # noqa: E402
 
 import helpers  # noqa: E402
 
@@ -21,6 +22,16 @@ def lib(request):
     """The library under test, or torch as the oracle: a test body written once
     against the shared API runs on both (the torch run skips without torch)."""
     return jitgrad if request.param == "jitgrad" else helpers.require_torch()
+
+
+@pytest.fixture
+def register():
+    """jitgrad.ops.elementwise, with every op a test registers removed afterwards
+    so that tests iterating REGISTRY do not see it."""
+    before = set(REGISTRY)
+    yield jitgrad.ops.elementwise
+    for name in set(REGISTRY) - before:
+        del REGISTRY[name]
 
 
 @pytest.fixture(autouse=True)

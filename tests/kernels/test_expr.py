@@ -11,16 +11,6 @@ import helpers
 NAMES = ("x", "y", "out")
 
 
-@pytest.fixture
-def register():
-    """jitgrad.ops.elementwise, with every op a test registers removed afterwards
-    so that tests iterating REGISTRY do not see it."""
-    before = set(REGISTRY)
-    yield jitgrad.ops.elementwise
-    for name in set(REGISTRY) - before:
-        del REGISTRY[name]
-
-
 # ---- parsing -----------------------------------------------------------------------------------
 
 VALID = {
