@@ -418,11 +418,9 @@ def _tensor_pre_hooks(node, grads):
         for nr, ref in node._retain.items():
             t = ref()
             if t is not None and nr < len(grads) and grads[nr] is not None:
-                g = grads[nr]
-                if t._grad is None:
-                    t._grad = Tensor(g._data.copy()) if not _state.local.grad_enabled else g.clone()
-                else:
-                    t._grad = _add(t._grad, g)
+                g, old = grads[nr], t._grad_value
+                t._grad = (Tensor(g._data.copy()) if not _state.local.grad_enabled else g.clone()) \
+                    if old is None else _add(old, g)
     return grads
 
 
@@ -430,8 +428,8 @@ def _retain_into_grad(node, grads, targets, tensors):
     """backward(inputs=[non_leaf]) accumulates into that non-leaf's .grad."""
     for t, (n, nr) in zip(tensors, targets):
         if n is node and isinstance(t, Tensor) and nr < len(grads) and grads[nr] is not None:
-            g = grads[nr]
-            t._grad = g.detach().clone() if t._grad is None else _add(t._grad, g)
+            g, old = grads[nr], t._grad_value  # not .grad: that warns for a non-leaf
+            t._grad = g.detach().clone() if old is None else _add(old, g)
 
 
 def _dense(a):
@@ -466,7 +464,7 @@ def _run_accumulate(node, grads, create_graph):
 def _accumulate(var, g, create_graph):
     if g is None:
         return
-    if var._grad is None:
+    if var._grad_value is None:
         if create_graph:
             var._grad = g.clone()
         else:
@@ -477,9 +475,9 @@ def _accumulate(var, g, create_graph):
             np.copyto(buf, g._data)
             var._grad = Tensor(buf)
     elif create_graph or _state.local.grad_enabled:
-        var._grad = var._grad + g
+        var._grad = var._grad_value + g
     else:
-        gd = var._grad
+        gd = var._grad_value
         np.add(gd._data, g._data, out=gd._data)
         gd._vc[0] += 1
     if var._post_hooks:
