@@ -324,3 +324,14 @@ def gradgradcheck(fn, inputs, rng, **tol):
                 for g, x in zip(grads, inputs)]
 
     gradcheck(first_grad, list(inputs) + vs, **tol)
+
+
+def both(fn):
+    """fn(jitgrad), fn(torch)."""
+    return fn(jitgrad), fn(require_torch())
+
+
+def assert_equal_tensors(jg, th):
+    assert dtype_name(jg) == dtype_name(th)
+    assert tuple(jg.shape) == tuple(th.shape)
+    np.testing.assert_array_equal(to_numpy(jg), to_numpy(th))
