@@ -11,7 +11,7 @@ _SHARED = object()   # a code object behind several ops: its name comes from the
 _INPLACE = object()  # ops/inplace.py's inplace_elementwise(op, x, ...): "<op.name>_"
 _NOT_OPS = frozenset({"manual_seed"})
 _CO_VARARGS = 0x04
-# three levels up from jitgrad/autograd/profiler/: the package folder
+# the jitgrad package folder: frames from files under it are not the caller's stack
 _JITGRAD_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 
 
