@@ -39,6 +39,7 @@ MODULES = [
     ("jitgrad.ops", None),
     ("jitgrad.optim", None),
     ("jitgrad.cuda", None),
+    ("jitgrad.testing", None),
 ]
 
 _PROMPT = ">" * 3  # spelled so that this file holds no doctest prompt

@@ -52,25 +52,25 @@ def host_fallbacks():
 
 def memory_allocated(device=None):
     """Bytes of device memory held by live tensors (rounded to jitgrad's size classes)."""
-    from ._cuda.array import pool_stats
+    from ._cuda.memory import pool_stats
     return pool_stats()["in_use"]
 
 
 def memory_reserved(device=None):
     """Bytes held by jitgrad's memory pool: live tensors plus freed buffers kept for reuse."""
-    from ._cuda.array import pool_stats
+    from ._cuda.memory import pool_stats
     stats = pool_stats()
     return stats["in_use"] + stats["free"]
 
 
 def empty_cache():
     """Give the pool's unused buffers back to the driver (live tensors keep theirs)."""
-    from ._cuda.array import empty_cache as release
+    from ._cuda.memory import empty_cache as release
     release()
 
 
 def __getattr__(name):
     if name == "OutOfMemoryError":
-        from ._cuda.array import OutOfMemoryError
+        from ._cuda.memory import OutOfMemoryError
         return OutOfMemoryError
     raise AttributeError(f"module 'jitgrad.cuda' has no attribute '{name}'")

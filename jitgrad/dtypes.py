@@ -96,10 +96,6 @@ import builtins as _b  # noqa: E402  (after the module-level names shadowing flo
 builtins_float, builtins_int, builtins_bool, builtins_complex = _b.float, _b.int, _b.bool, _b.complex
 
 
-def is_float_np(np_dtype):
-    return _CAT[np_dtype] >= _FLOAT
-
-
 def promote_np(a, b):
     """torch.promote_types on numpy dtypes."""
     if a == b:

@@ -1,6 +1,7 @@
 """Test helpers: seeded inputs shared by jitgrad and torch, torch parity
 (`check_torch`), and finite-difference Jacobian checks (`gradcheck`,
 `gradgradcheck`) written here because they must not trust jitgrad's own."""
+import copy
 import os
 import re
 import subprocess
@@ -12,7 +13,9 @@ import numpy as np
 import pytest
 
 import jitgrad
+from jitgrad import testing
 from jitgrad.ops.registry import Arg, Sample
+from jitgrad.testing import outputs_of
 
 try:
     import torch
@@ -110,59 +113,26 @@ class Materialized:
         self.jg_leaves, self.th_leaves = [], []
 
 
-def draw(arg, rng, dtype="float64", grid=None):
-    """The numpy values of one Arg; with `grid`, floats are snapped to multiples of
-    it inside [low, high), so that values repeat and land on kinks such as 0."""
-    shape = tuple(arg.shape)
-    if arg.kind in ("float", "const"):
-        v = rng.uniform(arg.low, arg.high, shape)
-        if grid:
-            lo, hi = np.ceil(arg.low / grid) * grid, (np.ceil(arg.high / grid) - 1) * grid
-            assert lo <= hi, f"no multiple of {grid} in [{arg.low}, {arg.high})"
-            v = np.clip(np.round(v / grid) * grid, lo, hi)
-        return np.asarray(v, dtype=dtype)  # 0-d stays an array, not a numpy scalar
-    if arg.kind == "int":
-        n, high = int(np.prod(shape)), int(arg.high)
-        # Distinct indices where they fit: index_put with repeated indices is
-        # undefined in torch (which value wins, and so its gradient).
-        if n <= high:
-            return rng.permutation(high)[:n].reshape(shape).astype(np.int64)
-        return rng.integers(0, high, shape).astype(np.int64)
-    if arg.kind == "bool":
-        return rng.random(shape) < 0.5
-    raise ValueError(f"unknown Arg kind {arg.kind!r}")
-
-
 def materialize(sample, rng, dtype="float64", grid=None, device=None):
-    """Sample -> Materialized. Arg kind "float": a float tensor requiring grad with
-    values in [low, high); "int": int64 indices in [0, high); "bool": a random mask;
-    "const": a float tensor without grad. Tuples and lists are materialized item by
-    item; any other value passes through unchanged. jitgrad tensors are made on
-    `device` (torch's stay on the CPU)."""
+    """Sample -> Materialized (see jitgrad.testing.build for the Arg kinds): the
+    same values as jitgrad tensors on `device` and as torch CPU tensors; the float
+    ones ("float" Args) require grad. `rng` advances as for one build."""
     m = Materialized()
 
-    def conv(v):
-        if isinstance(v, Arg):
-            arr = draw(v, rng, dtype, grid)
-            jg = jitgrad.tensor(arr, device=device)
-            th = torch.tensor(arr) if torch is not None else None
-            if v.kind == "float":
-                jg.requires_grad_()
-                m.jg_leaves.append(jg)
-                if th is not None:
-                    th.requires_grad_()
-                    m.th_leaves.append(th)
-            return jg, th
-        if isinstance(v, (tuple, list)):
-            pairs = [conv(u) for u in v]
-            return type(v)(p[0] for p in pairs), type(v)(p[1] for p in pairs)
-        return v, v
+    def tensor(lib, leaves, **where):
+        def make(arg, values):
+            t = lib.tensor(values, **where)
+            if arg.kind == "float":
+                t.requires_grad_()
+                leaves.append(t)
+            return t
+        return make
 
-    jg_args, th_args = conv(tuple(sample.args))
-    keys = list(sample.kwargs)
-    jg_kw, th_kw = conv(tuple(sample.kwargs[k] for k in keys))
-    m.jg_args, m.th_args = jg_args, th_args
-    m.jg_kwargs, m.th_kwargs = dict(zip(keys, jg_kw)), dict(zip(keys, th_kw))
+    th_rng = copy.deepcopy(rng)  # the torch side draws the same numbers
+    m.jg_args, m.jg_kwargs = testing.build(sample, rng, tensor(jitgrad, m.jg_leaves, device=device),
+                                           dtype, grid)
+    th_make = tensor(torch, m.th_leaves) if torch is not None else lambda arg, values: None
+    m.th_args, m.th_kwargs = testing.build(sample, th_rng, th_make, dtype, grid)
     return m
 
 
@@ -171,13 +141,6 @@ def as_sample(shapes_or_args):
     if isinstance(shapes_or_args, Sample):
         return shapes_or_args
     return Sample(*[a if isinstance(a, Arg) else Arg(*a) for a in shapes_or_args])
-
-
-def outputs_of(out):
-    """An op's result as a flat list of tensors (ops may return tuples)."""
-    if isinstance(out, (tuple, list)):
-        return [t for o in out for t in outputs_of(o)]
-    return [out]
 
 
 # ---- comparisons -----------------------------------------------------------------------------
@@ -324,3 +287,14 @@ def gradgradcheck(fn, inputs, rng, **tol):
                 for g, x in zip(grads, inputs)]
 
     gradcheck(first_grad, list(inputs) + vs, **tol)
+
+
+def both(fn):
+    """fn(jitgrad), fn(torch)."""
+    return fn(jitgrad), fn(require_torch())
+
+
+def assert_equal_tensors(jg, th):
+    assert dtype_name(jg) == dtype_name(th)
+    assert tuple(jg.shape) == tuple(th.shape)
+    np.testing.assert_array_equal(to_numpy(jg), to_numpy(th))

@@ -45,8 +45,9 @@ def test_every_registry_op_has_a_benchmark():
 
 
 def test_benchmark_inputs_can_be_built_for_every_op():
-    """The benchmarks' own builder (common.py, not tests/helpers.py) understands
-    every registry sample; only tensors are made here, no kernel runs."""
+    """The benchmarks' inputs (common.py, through jitgrad.testing as the tests'
+    are) can be built for every registry sample; only tensors are made here, no
+    kernel runs."""
     common = _bench_module("common")
     rng = np.random.default_rng(0)
     for name in sorted(REGISTRY):

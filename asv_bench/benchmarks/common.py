@@ -488,47 +488,27 @@ def peak_above_baseline(step, prepare=None, steps=10):
 
 # ---- registry ops: inputs built from the registry's own samples ------------------------------
 #
-# The same construction as the tests' materialize (tests/helpers.py), written
-# again here because the benchmarks must not import the tests: Arg kind "float"
-# is a tensor requiring grad with values in [low, high), "int" int64 indices in
-# [0, high), "bool" a mask, "const" a float tensor without grad.
+# Built by jitgrad.testing, as the tests build theirs: Arg kind "float" is a tensor
+# requiring grad with values in [low, high), "int" int64 indices in [0, high),
+# "bool" a mask, "const" a float tensor without grad.
 
 OP_ELEMENTS = 1 << 16  # "moderate": big enough that kernels dominate, below the parallel cut
-
-
-def _draw(arg, rng, dtype):
-    shape = tuple(arg.shape)
-    if arg.kind in ("float", "const"):
-        return np.asarray(rng.uniform(arg.low, arg.high, shape), dtype=dtype)
-    if arg.kind == "int":
-        n, high = int(np.prod(shape)), int(arg.high)
-        if n <= high:
-            return rng.permutation(high)[:n].reshape(shape).astype(np.int64)
-        return rng.integers(0, high, shape).astype(np.int64)
-    if arg.kind == "bool":
-        return rng.random(shape) < 0.5
-    raise ValueError(f"unknown Arg kind {arg.kind!r}: teach benchmarks/common.py::_draw about it")
 
 
 def materialize_sample(sample, rng, dtype="float32"):
     """(args, kwargs, leaves) of a registry Sample as jitgrad tensors."""
     import jitgrad
-    from jitgrad.ops.registry import Arg
+    from jitgrad.testing import build
     leaves = []
 
-    def conv(v):
-        if isinstance(v, Arg):
-            t = jitgrad.tensor(_draw(v, rng, dtype))
-            if v.kind == "float":
-                t.requires_grad_()
-                leaves.append(t)
-            return t
-        if isinstance(v, (tuple, list)):
-            return type(v)(conv(u) for u in v)
-        return v
+    def make(arg, values):
+        t = jitgrad.tensor(values)
+        if arg.kind == "float":
+            t.requires_grad_()
+            leaves.append(t)
+        return t
 
-    args = conv(tuple(sample.args))
-    kwargs = {k: conv(v) for k, v in sample.kwargs.items()}
+    args, kwargs = build(sample, rng, make, dtype)
     return args, kwargs, leaves
 
 
@@ -584,17 +564,12 @@ def _scaled(sample, k, mode):
                   **{k2: grow_top(v) for k2, v in sample.kwargs.items()})
 
 
-def _outputs(out):
-    if isinstance(out, (tuple, list)):
-        return [t for o in out for t in _outputs(o)]
-    return [out]
-
-
 def _largest(sample, fn, seed):
     """Largest input or output element count of fn on sample (runs the forward)."""
+    from jitgrad.testing import outputs_of
     args, kwargs, _ = materialize_sample(sample, np.random.default_rng(seed))
-    sizes = [t.numel() for t in _outputs(fn(*args, **kwargs))]
-    sizes += [t.numel() for t in _outputs(list(args) + list(kwargs.values()))
+    sizes = [t.numel() for t in outputs_of(fn(*args, **kwargs))]
+    sizes += [t.numel() for t in outputs_of(list(args) + list(kwargs.values()))
               if hasattr(t, "numel")]
     return max(sizes)
 

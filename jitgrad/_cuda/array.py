@@ -8,20 +8,21 @@ numpy, runs unchanged on the GPU:
   computed by numpy itself on a "shadow" array that has the same strides over
   a one-element anchor and is never read;
 - ufuncs, reductions, matmul, copies, indexing, gather and scatter-add run
-  kernels.py kernels; memory comes from a caching pool;
+  kernels.py kernels; memory comes from a caching pool (memory.py);
 - anything else runs on the host (a copy each way, a one-time warning) and
   is counted in `host_fallbacks()`.
 Mixing with a host array raises torch's device error; 0-d host values act as
 scalars, as CPU scalar tensors do in torch.
 """
 import warnings
-import weakref
 
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 from numpy.lib.stride_tricks import as_strided
 
 from . import cuda, kernels as K
+from .memory import alloc
+from .ufunc_code import UFUNC_REDUCE, ufunc_code
 
 NUMPY_ERROR = ("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the "
                "tensor to host memory first.")
@@ -30,100 +31,6 @@ _fallbacks = {}  # numpy function name -> calls run on the host
 
 def host_fallbacks():
     return dict(_fallbacks)
-
-
-class OutOfMemoryError(RuntimeError):
-    pass
-
-
-def _nbytes_text(n):
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{n} bytes"
-
-
-# ---- device memory: a caching pool ------------------------------------------------
-# A driver allocation per temporary would cost more than the kernels that use
-# it; freed buffers are kept by size class and handed out again, as torch's
-# caching allocator does. All kernels run on one stream, so a buffer released
-# while queued kernels still use it is only reused by kernels queued after them.
-_free = {}  # size class in bytes -> [raw uint8 device arrays]
-_pool = {"in_use": 0, "free": 0, "hits": 0, "misses": 0}
-
-
-def _size_class(nbytes):
-    """nbytes rounded up to a multiple of 512 B or of a quarter of its power of two
-    (at most 25% waste; few classes, so buffers get reused)."""
-    step = max(512, 1 << max(0, nbytes.bit_length() - 3))
-    return -(-nbytes // step) * step
-
-
-def _recycle(size, raw):
-    _pool["in_use"] -= size
-    _pool["free"] += size
-    _free.setdefault(size, []).append(raw)
-
-
-def empty_cache():
-    """Give every pooled (unused) buffer back to the driver."""
-    _free.clear()
-    _pool["free"] = 0
-
-
-def pool_stats():
-    return dict(_pool)
-
-
-def _alloc(n, dtype):
-    """A 1-D device buffer of n elements of `dtype`, from the pool when a freed one
-    of its size class is there."""
-    nbytes = max(n, 1) * dtype.itemsize
-    size = _size_class(nbytes)
-    lst = _free.get(size)
-    if lst:
-        raw = lst.pop()
-        _pool["free"] -= size
-        _pool["hits"] += 1
-    else:
-        raw = _driver_alloc(size)
-        _pool["misses"] += 1
-    buf = raw[:nbytes].view(dtype)
-    _pool["in_use"] += size
-    weakref.finalize(buf, _recycle, size, raw).atexit = False
-    return buf
-
-
-def _driver_alloc(size):
-    """A new raw buffer; on out-of-memory, the pool is emptied and the allocation
-    tried once more before a clear error naming the size (nothing changed)."""
-    cu = cuda()
-    for attempt in (0, 1):
-        try:
-            return cu.device_array(size, np.uint8)
-        except (MemoryError, ValueError) as e:  # the simulator allocates with numpy
-            detail = str(e)
-        except Exception as e:  # the driver's CUDA_ERROR_OUT_OF_MEMORY, after numba's retry
-            if "OUT_OF_MEMORY" not in str(e):
-                raise
-            detail = _memory_info(cu)
-        if attempt == 0 and _pool["free"]:
-            empty_cache()
-            continue
-        break
-    raise OutOfMemoryError(
-        f"CUDA out of memory. Tried to allocate {_nbytes_text(size)} ({detail}). Use smaller "
-        "tensors or batches, or free memory: drop references to tensors (and graphs) you no "
-        "longer need.") from None
-
-
-def _memory_info(cu):
-    try:
-        free, total = cu.current_context().get_memory_info()
-    except Exception:
-        return "free memory unknown"
-    return (f"GPU 0 has a total capacity of {_nbytes_text(total)} of which "
-            f"{_nbytes_text(free)} is free")
 
 
 def _c_strides(shape):
@@ -418,14 +325,14 @@ class DeviceArray(NDArrayOperatorsMixin):
         if ufunc is np.matmul and method == "__call__" and not kwargs and out is None:
             return matmul(*inputs)
         if method == "__call__" and not kwargs:
-            impl = _ufunc_kernel(ufunc)
+            impl = ufunc_code(ufunc)
             if impl is not None:
                 return _run_ufunc(ufunc, impl, inputs, out)
         if method == "at" and ufunc is np.add and len(inputs) == 3:
             return _add_at(*inputs)
-        if method == "reduce" and ufunc in _UFUNC_REDUCE and out is None and \
+        if method == "reduce" and ufunc in UFUNC_REDUCE and out is None and \
                 set(kwargs) <= {"axis", "keepdims", "dtype"}:
-            return _reduce(_UFUNC_REDUCE[ufunc], inputs[0], kwargs.get("axis", 0),
+            return _reduce(UFUNC_REDUCE[ufunc], inputs[0], kwargs.get("axis", 0),
                            kwargs.get("keepdims", False), kwargs.get("dtype"))
         if out is not None:
             kwargs["out"] = out
@@ -457,7 +364,7 @@ def empty(shape, dtype):
         shape = (int(shape),)
     shape = tuple(int(s) for s in shape)
     dtype = np.dtype(dtype)
-    return DeviceArray(_alloc(_numel(shape), dtype), 0, shape, _c_strides(shape), dtype)
+    return DeviceArray(alloc(_numel(shape), dtype), 0, shape, _c_strides(shape), dtype)
 
 
 def to_device(host):
@@ -540,46 +447,6 @@ def copyto(dst, src, casting="unsafe", where=True):
         launch_elementwise("v0", [src], dst, dst.dtype)
 
 
-# Scalar code per numpy ufunc ({0}, {1}: operands); others run on the host.
-_NP_UFUNCS = {
-    "add": "{0} + {1}", "subtract": "{0} - {1}", "multiply": "{0} * {1}",
-    "divide": "{0} / {1}", "true_divide": "{0} / {1}", "power": "{0} ** {1}",
-    "negative": "-{0}", "positive": "{0}", "absolute": "abs({0})", "square": "{0} * {0}",
-    "reciprocal": "T(1) / {0}", "sqrt": "math.sqrt({0})", "exp": "math.exp({0})",
-    "log": "math.log({0})", "tanh": "math.tanh({0})",
-    "greater": "{0} > {1}", "greater_equal": "{0} >= {1}", "less": "{0} < {1}",
-    "less_equal": "{0} <= {1}", "equal": "{0} == {1}", "not_equal": "{0} != {1}",
-    "maximum": K.COMBINE["max"], "minimum": K.COMBINE["min"],
-    "logical_and": "{0} and {1}", "logical_or": "{0} or {1}", "logical_not": "not {0}",
-    "isnan": "{0} != {0}", "isfinite": "abs({0}) < math.inf", "sign":
-        "(T(1) if {0} > T(0) else (T(-1) if {0} < T(0) else {0}))",
-}
-_UFUNC_REDUCE = {np.add: "sum", np.multiply: "prod", np.maximum: "max", np.minimum: "min"}
-_formula_code = {}  # CPU formula ufunc -> (scalar code, compute dtype)
-
-
-def _ufunc_kernel(ufunc):
-    """(scalar code over v0, v1..., compute dtype or None for numpy's rules) of a
-    ufunc: a jitgrad formula ufunc (kernels/cpu.py) or a numpy ufunc of the table."""
-    got = _formula_code.get(ufunc)
-    if got is not None:
-        return got
-    from ..kernels.cpu import FORMULAS
-    from ..kernels.expr import to_scalar_code
-    meta = FORMULAS.get(ufunc)
-    if meta is not None:
-        args, body, prefix, compute = meta
-        code = to_scalar_code(body, {a: f"v{i}" for i, a in enumerate(args)})
-        if prefix is not None:
-            code = f"v{args.index(prefix)} * {code}"
-        got = _formula_code[ufunc] = (code, compute)
-        return got
-    tpl = _NP_UFUNCS.get(ufunc.__name__)
-    if tpl is None or ufunc.nout != 1:
-        return None
-    return tpl.format(*[f"v{i}" for i in range(ufunc.nin)]), None
-
-
 def _run_ufunc(ufunc, impl, inputs, out):
     code, compute = impl
     _check_devices(inputs)
@@ -608,9 +475,6 @@ def _axes(axis, ndim):
     if isinstance(axis, (int, np.integer)):
         axis = (axis,)
     return tuple(sorted(a % ndim if ndim else 0 for a in axis))
-
-
-_ACC = {"f": {"float16": "float32", "float32": "float64", "float64": "float64"}}
 
 
 def _reduce(op, x, axis, keepdims, dtype=None):

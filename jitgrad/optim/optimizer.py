@@ -16,7 +16,7 @@ import numpy as np
 
 from ..autograd.grad_mode import enable_grad
 from ..errors import size_mismatch
-from ..nn.modules import _typename, _zero_grad
+from ..nn.modules.module import _typename, _zero_grad
 from ..tensor import Tensor, on_device
 
 

@@ -377,3 +377,22 @@ def test_once_differentiable_blocks_double_backward():
     (g,) = jitgrad.autograd.grad(Sq.apply(x), x, grad_outputs=v, create_graph=True)
     with pytest.raises(RuntimeError, match="once_differentiable"):
         g.sum().backward()
+
+
+def no_grad_function(lib):
+    class NoGrad(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            return None
+    return NoGrad
+
+
+def test_nodes_that_receive_no_gradient_send_none(lib):
+    x = lib.tensor([1.0, 2.0], requires_grad=True)
+    no_grad_function(lib).apply(x.sin()).sum().backward()
+    no_grad_function(lib).apply(x.sum()).backward()
+    assert x.grad is None

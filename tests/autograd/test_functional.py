@@ -31,10 +31,9 @@ def flat(res):
 
 
 def both(call):
-    out = []
-    for lib in LIBS:
-        out.append(flat(call(lib)))
-    for a, b in zip(*out):
+    jg, th = (flat(call(lib)) for lib in LIBS)
+    assert len(jg) == len(th), f"jitgrad returned {len(jg)} tensors, torch {len(th)}"
+    for a, b in zip(jg, th):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
 
 

@@ -19,12 +19,15 @@ TOL = {"float32": dict(rtol=2e-5, atol=1e-6), "float64": dict(rtol=1e-12, atol=1
 
 
 def grads_of(build, leaves_np, fused, dtype):
-    """Run build(*leaves) -> scalar loss, backward with fusion on/off; return grads."""
+    """Run build(*leaves) -> scalar loss, backward with fusion on/off; return the
+    grads and the fused groups that backward ran (as `explain` names them)."""
     leaves = [jitgrad.tensor(v, dtype=getattr(jitgrad, dtype), requires_grad=rg)
               for v, rg in leaves_np]
     with set_fusion_enabled(fused):
-        build(*leaves).backward()
-    return [None if t.grad is None else t.grad.numpy().copy() for t in leaves]
+        loss = build(*leaves)
+        groups = explain(loss)
+        loss.backward()
+    return [None if t.grad is None else t.grad.numpy().copy() for t in leaves], groups
 
 
 def assert_same(a, b, dtype):
@@ -93,7 +96,9 @@ def test_fused_equals_unfused_on_random_dags(steps, dtype, rg, shapes):
     if not any(rg):
         leaves[0] = (leaves[0][0], True)
     build = run_dag(steps)
-    assert_same(grads_of(build, leaves, True, dtype), grads_of(build, leaves, False, dtype), dtype)
+    fused, groups = grads_of(build, leaves, True, dtype)
+    assert groups, f"no fused group formed for {steps}"
+    assert_same(fused, grads_of(build, leaves, False, dtype)[0], dtype)
 
 
 def test_layer_norm_fan_out_around_a_reduction_does_not_deadlock():

@@ -245,11 +245,11 @@ def test_table_layout_like_torch():
 
 
 def test_time_formatting_matches_torch():
-    from jitgrad.autograd.profiler import _format_time
+    from jitgrad.autograd.profiler.tables import _format_time
     assert _format_time(12.3451) == "12.345us"
     assert _format_time(1500.0) == "1.500ms"
     assert _format_time(2_500_000.0) == "2.500s"
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     from torch.autograd.profiler_util import _format_time as torch_format
     for t in (0.0, 0.5, 12.3451, 999.9994, 1000.0, 1234.5, 2_500_000.0):
         assert _format_time(t) == torch_format(t)

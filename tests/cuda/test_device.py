@@ -10,6 +10,7 @@ import pytest
 
 import jitgrad
 from jitgrad import nn
+from jitgrad.autograd.fusion import FusedGroup
 from jitgrad.ops.registry import FUNCTIONS, REGISTRY
 
 import helpers
@@ -34,14 +35,22 @@ def _close(jg, th, rtol=1e-5, atol=1e-6):
 
 @pytest.mark.parametrize("fusion", [True, False], ids=["fused", "unfused"])
 @pytest.mark.parametrize("name, case, grid", op_cases(PUBLIC))
-def test_elementwise_op_matches_torch(device, name, case, grid, fusion):
-    # fused: on CUDA the op's backward joins the loss's mul in one fused kernel;
+def test_elementwise_op_matches_torch(device, name, case, grid, fusion, monkeypatch):
+    # fused: the op's backward joins the loss's mul in one fused kernel (the size
+    # threshold lowered so that these small inputs fuse on the CPU too);
     # unfused: its own per-node backward kernel
     op = REGISTRY[name]
+    fused_runs = []
+    if fusion:
+        monkeypatch.setattr(jitgrad.kernels.fuse, "FUSE_MIN_ELEMENTS", 1)
+        run = FusedGroup.run
+        monkeypatch.setattr(FusedGroup, "run",
+                            lambda group, *a: fused_runs.append(group) or run(group, *a))
     with jitgrad.autograd.set_fusion_enabled(fusion):
         helpers.check_torch(jg_op(op), helpers.torch_elementwise(name), op_sample(op, case),
                             dtype="float32", seed=(name, case, grid), grid=grid,
                             grad=op.differentiable, device=device)
+    assert bool(fused_runs) == (fusion and op.differentiable), fused_runs
 
 
 @pytest.mark.parametrize("name", ["mul", "div", "exp", "tanh", "pow", "where"])

@@ -13,6 +13,7 @@ EXCEPTIONS, each with its reason (docs/vmath.md, "Differences from torch").
 """
 import itertools
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ import jitgrad
 from jitgrad.ops.registry import FUNCTIONS, REGISTRY, call
 
 import helpers
+from helpers import both
 from registry_cases import (INPLACE_KERNELS, PUBLIC, TORCH_OPERAND_SHAPES, function_samples,
                             torch_function)
 
@@ -330,3 +332,78 @@ def test_amax_over_an_empty_dim_raises_index_error():
         with pytest.raises(IndexError, match=r"amax\(\): Expected reduction dim 0 to have non-zero size"):
             lib.empty(0, 3).amax(dim=0)
         assert tuple(lib.empty(0, 3).amax(dim=1).shape) == (0,)
+
+
+# ---- special values and zero-size tensors through Tensor methods ---------------------------
+
+# IEEE special values (inf, nan) come out as torch's, forward and backward.
+SPECIAL_VALUES = {
+    "log(0), log(-1)": lambda x: x.log(),
+    "1 / 0": lambda x: 1.0 / x,
+    "0 / 0": lambda x: x * 0 / x,
+    "exp(1 / 0)": lambda x: (1.0 / x).exp(),
+    "sqrt(-1)": lambda x: x.sqrt(),
+    "exp overflow": lambda x: (x * 1000).exp(),
+    "pow(0, -1)": lambda x: x ** -1.0,
+    "rsqrt(0)": lambda x: x.rsqrt(),
+}
+
+
+def _special(lib, case):
+    x = lib.tensor([0.0, -1.0, 1.0], requires_grad=True)
+    y = SPECIAL_VALUES[case](x)
+    y.sum().backward()
+    return helpers.to_numpy(y), helpers.to_numpy(x.grad)
+
+
+@pytest.mark.parametrize("case", sorted(SPECIAL_VALUES))
+def test_special_values_match_torch(case):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        (jy, jg), (ty, tg) = both(lambda lib: _special(lib, case))
+    np.testing.assert_array_equal(jy, ty)
+    np.testing.assert_array_equal(jg, tg)
+
+
+@pytest.mark.parametrize("case", sorted(SPECIAL_VALUES))
+def test_special_values_do_not_warn(case):
+    """torch computes inf and nan silently; numpy-style RuntimeWarnings would turn
+    into errors under `-W error`."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _special(jitgrad, case)
+
+
+# Zero-size tensors: forward shape and values, and the gradient's shape.
+EMPTY = {
+    "exp then sum": lambda lib, x: x.exp().sum(),
+    "mean": lambda lib, x: x.mean(),
+    "sum over the empty dim": lambda lib, x: x.sum(0),
+    "matmul": lambda lib, x: x.t() @ x,
+    "cat": lambda lib, x: lib.cat([x, x]),
+    "softmax": lambda lib, x: x.softmax(1),
+    "logsumexp over the empty dim": lambda lib, x: x.logsumexp(0),
+    "prod over the empty dim": lambda lib, x: x.prod(0),
+    "amax over a non-empty dim": lambda lib, x: x.amax(1),
+    "max over a non-empty dim": lambda lib, x: x.max(1)[0],
+    "var": lambda lib, x: x.var(0),
+    "empty index": lambda lib, x: x[lib.tensor([], dtype=lib.int64)],
+    "cumsum": lambda lib, x: x.cumsum(0),
+    "norm": lambda lib, x: x.norm(),
+    "reshape -1": lambda lib, x: x.reshape(-1, 3),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EMPTY))
+def test_zero_size_tensors_match_torch(case):
+    def run(lib):
+        x = lib.zeros(0, 3, requires_grad=True)
+        y = EMPTY[case](lib, x)
+        y.sum().backward()
+        return tuple(y.shape), helpers.to_numpy(y), tuple(x.grad.shape)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        (js, jy, jg), (ts, ty, tg) = both(run)
+    assert (js, jg) == (ts, tg)
+    np.testing.assert_array_equal(jy, ty)

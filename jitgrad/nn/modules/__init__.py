@@ -1,0 +1,40 @@
+"""torch.nn's Module system and the common layers and losses, on jitgrad ops.
+
+A Module registers the Parameters, buffers and sub-Modules assigned to its
+attributes, so that `parameters()`, `state_dict()`, `to()`, `train()` and
+`zero_grad()` reach all of them:
+
+>>> import jitgrad
+>>> from jitgrad import nn
+>>> _ = jitgrad.manual_seed(0)
+>>> model = nn.Sequential(nn.Linear(4, 3), nn.ReLU())
+>>> model
+Sequential(
+  (0): Linear(in_features=4, out_features=3, bias=True)
+  (1): ReLU()
+)
+>>> [name for name, _ in model.named_parameters()]
+['0.weight', '0.bias']
+>>> model(jitgrad.ones(2, 4)).shape
+jitgrad.Size([2, 3])
+
+Saving and loading: a state_dict is a dict of Tensors, so numpy's `.npz`
+format holds it. The two-line recipe:
+
+>>> import os, tempfile
+>>> import numpy as np
+>>> path = os.path.join(tempfile.mkdtemp(), "model.npz")
+>>> np.savez(path, **{k: v.numpy() for k, v in model.state_dict().items()})
+>>> model.load_state_dict({k: jitgrad.from_numpy(v) for k, v in np.load(path).items()})
+<All keys matched successfully>
+"""
+from .activation import GELU, ReLU, Sigmoid, Softplus, Tanh
+from .container import Sequential
+from .dropout import Dropout
+from .linear import Identity, Linear
+from .loss import CrossEntropyLoss, MSELoss, NLLLoss
+from .module import Module
+from .normalization import LayerNorm
+
+__all__ = ["Module", "Linear", "Sequential", "Identity", "ReLU", "Tanh", "Sigmoid", "GELU",
+           "Softplus", "LayerNorm", "Dropout", "MSELoss", "CrossEntropyLoss", "NLLLoss"]

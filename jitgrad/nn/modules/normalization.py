@@ -1,0 +1,48 @@
+"""`LayerNorm`."""
+from ...ops.creation import ones, zeros
+from .. import functional as F
+from .. import init
+from ..parameter import Parameter
+from .module import Module
+
+__all__ = ["LayerNorm"]
+
+
+class LayerNorm(Module):
+    """Normalise over the trailing `normalized_shape` dims, then scale and shift.
+
+    >>> from jitgrad import nn
+    >>> nn.LayerNorm(4)
+    LayerNorm((4,), eps=1e-05, elementwise_affine=True, bias=True)
+    """
+
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True,
+                 device=None, dtype=None):
+        super().__init__()
+        if isinstance(normalized_shape, int):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape = tuple(normalized_shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(ones(self.normalized_shape, dtype=dtype, device=device))
+            if bias:
+                self.bias = Parameter(zeros(self.normalized_shape, dtype=dtype, device=device))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def reset_parameters(self):
+        if self.elementwise_affine:
+            init.ones_(self.weight)
+            if self.bias is not None:
+                init.zeros_(self.bias)
+
+    def forward(self, input):
+        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")

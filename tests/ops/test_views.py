@@ -1,0 +1,73 @@
+"""Views share storage and version counter with their base; copies do not;
+against torch."""
+import numpy as np
+import pytest
+
+import jitgrad
+
+import helpers
+from helpers import both
+
+
+VIEWS = {
+    "int index": lambda x: x[0],
+    "slice": lambda x: x[:, 1:],
+    "step slice": lambda x: x[:, ::2],
+    "view": lambda x: x.view(6),
+    "reshape": lambda x: x.reshape(3, 2),
+    "flatten": lambda x: x.flatten(),
+    "t": lambda x: x.t(),
+    "transpose": lambda x: x.transpose(0, 1),
+    "permute": lambda x: x.permute(1, 0),
+    "unsqueeze": lambda x: x.unsqueeze(0),
+    "squeeze": lambda x: x.unsqueeze(1).squeeze(1),
+    "narrow": lambda x: x.narrow(1, 1, 2),
+    "select": lambda x: x.select(1, 2),
+    "detach": lambda x: x.detach(),
+    "split part": lambda x: x.split(1)[1],
+    "unbind part": lambda x: x.unbind(1)[0],
+    "T": lambda x: x.T,
+    "view of view": lambda x: x[1:].view(3)[1:],
+}
+
+
+@pytest.mark.parametrize("case", sorted(VIEWS))
+def test_views_share_storage_and_version(case):
+    def scenario(lib):
+        x = lib.arange(6.0).reshape(2, 3)
+        v = VIEWS[case](x)
+        x.add_(10)  # seen through the view
+        versions = [x._version, v._version]
+        v.mul_(2)  # seen through the base
+        versions += [x._version, v._version]
+        return helpers.to_numpy(x), helpers.to_numpy(v), versions
+
+    (jx, jv, jver), (tx, tv, tver) = both(scenario)
+    assert tver == [1, 1, 2, 2] and jver == tver
+    np.testing.assert_array_equal(jx, tx)
+    np.testing.assert_array_equal(jv, tv)
+
+
+@pytest.mark.parametrize("case", ["clone", "advanced index", "bool mask", "to float64", "flip",
+                                  "t().reshape"])
+def test_copies_do_not_share_storage(lib, case):
+    x = lib.arange(6.0).reshape(2, 3)
+    c = {"clone": lambda: x.clone(), "advanced index": lambda: x[lib.tensor([1, 0])],
+         "bool mask": lambda: x[x > 2], "to float64": lambda: x.to(lib.float64),
+         "flip": lambda: x.flip(0), "t().reshape": lambda: x.t().reshape(6)}[case]()
+    before = helpers.to_numpy(c).copy()
+    x.add_(1)
+    np.testing.assert_array_equal(helpers.to_numpy(c), before)
+    assert c._version == 0
+
+
+@pytest.mark.parametrize("how", ["split", "unbind", "chunk"])
+def test_multi_output_views_with_some_outputs_unused(how):
+    res = []
+    for lib in (jitgrad, helpers.require_torch()):
+        x = lib.tensor(np.arange(6.0).reshape(3, 2), requires_grad=True)
+        parts = {"split": lambda: x.split(1), "unbind": lambda: x.unbind(1),
+                 "chunk": lambda: x.chunk(3)}[how]()
+        (parts[0] * 3).sum().backward()
+        res.append(x.grad.numpy().copy())
+    np.testing.assert_array_equal(res[0], res[1])
