@@ -113,15 +113,6 @@ def vmath_functions():
     return _vmath[0]
 
 
-def module_header(code):
-    """The import lines a generated kernel module with `code` needs. The vmath
-    hash is part of the source, so a cached kernel is rebuilt when vmath changes."""
-    lines = ["import math", "import numba", "import numpy as np"]
-    if "_vm." in code:
-        lines.append(f"from jitgrad.kernels import vmath as _vm  # vmath {vmath_functions()[1]}")
-    return "\n".join(lines) + "\n"
-
-
 def _emit(body, rename, call):
     """Source for a parsed formula; `call(name, argument sources)` writes function calls.
     Constants become `T(c)` so a float32 kernel stays float32 (Numba would widen
