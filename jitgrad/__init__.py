@@ -32,6 +32,7 @@ from .ops.shape import (broadcast_to, cat, chunk, clone, concat, expand, flatten
 from .ops.linalg import bmm, dot, matmul, mm, outer
 from .ops.nn import log_softmax, softmax
 from .kernels.cache import clear_kernel_cache, compile_stats
+from .kernels.threads import get_num_threads, set_num_threads
 from . import autograd, cuda, nn, ops, optim
 from .autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
                                  is_inference_mode_enabled, no_grad, set_grad_enabled)

@@ -15,7 +15,8 @@ matmul and indexed kernels get their geometry (offsets, strides, shapes) from
 DeviceArray views that numpy's own view and broadcasting rules produced
 (`_cuda/array.py`), and indexed kernels get indices checked on the host first
 (`_check_bounds`); kernels over flat operands (optimizer, fused) are launched
-after `kernels.cpu.check_lengths`.
+after `kernels.source.check_lengths`. Source pieces (dtype names, header,
+grid-stride loop) come from kernels/source.py, as for every generated kernel.
 Under the simulator, `math` inside kernels is replaced by simmath (numpy
 semantics: inf/nan instead of Python's OverflowError/ValueError).
 """
@@ -23,16 +24,14 @@ import os
 
 from .. import _state
 from ..kernels import cache
+from ..kernels.fuse import fused_source
+from ..kernels.source import NUMBA_TYPE, flat_kernel, header
 from . import cuda, simulator
 
 # Every simulated thread is a Python thread, and a barrier costs a GIL hand-off per
 # thread: few threads keep simulated kernels fast (the logic is the same).
 SIM_THREADS = int(os.environ.get("JITGRAD_SIM_THREADS", "8"))
 SIM_TILE = int(os.environ.get("JITGRAD_SIM_TILE", "4"))
-
-_NB = {"float16": "float16", "float32": "float32", "float64": "float64", "int8": "int8",
-       "int16": "int16", "int32": "int32", "int64": "int64", "uint8": "uint8", "bool": "boolean"}
-
 
 def threads():
     return SIM_THREADS if simulator() else 256
@@ -46,13 +45,8 @@ def launch_1d(n):
     return max(1, min(-(-n // t), 8192)), t
 
 
-def _header():
-    math = "from jitgrad._cuda.simmath import math" if simulator() else "import math"
-    return f"{math}\nimport numba\nimport numpy as np\nfrom numba import cuda\n"
-
-
 def _load(name, source):
-    return cache.load(f"cuda_{name}", _header() + source)
+    return cache.load(f"cuda_{name}", header("", "cuda", simulator()) + source)
 
 
 def _decompose(ndim, strided, shape="shape"):
@@ -84,11 +78,9 @@ def elementwise(code, kinds, ndim, compute, out_dtype):
     o = len(kinds) - 1
     params += [f"a{o}", f"o{o}"] + ([f"s{o}"] if kinds[-1] == "g" else [])
     store = f"a{o}[j{o}]" if kinds[-1] == "g" else f"a{o}[o{o} + i]"
-    body = _decompose(ndim, strided) + reads + [f"{store} = O({code})", "i += step"]
-    src = (f"T = np.{compute}\nO = np.{'bool_' if out_dtype == 'bool' else out_dtype}\n\n\n"
-           f"@cuda.jit(cache=True)\ndef kernel({', '.join(params)}):\n"
-           "    i = cuda.grid(1)\n    step = cuda.gridsize(1)\n    while i < n:\n" +
-           "".join(f"        {b}\n" for b in body))
+    body = _decompose(ndim, strided) + reads + [f"{store} = O({code})"]
+    src = (f"T = np.{compute}\nO = np.{'bool_' if out_dtype == 'bool' else out_dtype}\n\n\n" +
+           "\n".join(flat_kernel("cuda", params, None, [(None, body)], (), "")) + "\n")
     return _load("ew", src)
 
 
@@ -114,7 +106,7 @@ def reduce(op, nkeep, nred, acc, out_dtype, init):
     inner += ["off += rr * rs[0]", "v = ACC(x[off])", "acc = " + comb.format("acc", "v"),
               "r += THREADS"]
     src = (f"ACC = np.{acc}\nO = np.{'bool_' if out_dtype == 'bool' else out_dtype}\n"
-           f"SHARED = numba.{_NB[acc]}\nTHREADS = {t}\nINIT = {_literal(init)}\n\n\n"
+           f"SHARED = numba.{NUMBA_TYPE[acc]}\nTHREADS = {t}\nINIT = {_literal(init)}\n\n\n"
            f"@cuda.jit(cache=True)\n"
            f"def kernel(n_out, chunks, per_chunk, R, {kp}rshape, rs, x, xo, out):\n"
            "    sm = cuda.shared.array(THREADS, SHARED)\n"
@@ -194,7 +186,7 @@ def softmax(nlines, acc, out_dtype, log):
     body.append("    out[jo + k * ostep] = O(z - math.log(total))" if log else
                 "    out[jo + k * ostep] = O(math.exp(z) / total)")
     body += ["    k += THREADS", "cuda.syncthreads()", "line += cuda.gridDim.x"]
-    src = (f"ACC = np.{acc}\nO = np.{out_dtype}\nSHARED = numba.{_NB[acc]}\nTHREADS = {t}\n\n\n"
+    src = (f"ACC = np.{acc}\nO = np.{out_dtype}\nSHARED = numba.{NUMBA_TYPE[acc]}\nTHREADS = {t}\n\n\n"
            "@cuda.jit(cache=True)\n"
            f"def kernel(n_lines, {lp}a, ao, astep, n, out, oo, ostep):\n"
            "    sm = cuda.shared.array(THREADS, SHARED)\n"
@@ -226,7 +218,7 @@ def matmul(nbatch_dims, dtype):
     for d in range(nbatch_dims - 1, -1, -1):
         dec += [f"c = rem % bshape[{d}]", f"rem = rem // bshape[{d}]",
                 f"abase += c * sa[{d}]", f"bbase += c * sb[{d}]"]
-    src = (f"T = np.{dtype}\nSHARED = numba.{_NB[dtype]}\nTILE = {tile()}\n\n\n"
+    src = (f"T = np.{dtype}\nSHARED = numba.{NUMBA_TYPE[dtype]}\nTILE = {tile()}\n\n\n"
            "@cuda.jit(cache=True)\n"
            f"def kernel(M, N, K, nbatch, {bp}a, ao, am, ak, b, bo, bk, bn, out):\n"
            "    sa_ = cuda.shared.array((TILE, TILE), SHARED)\n"
@@ -276,12 +268,10 @@ def indexed(kind, ndim, dtype):
     for d in range(ndim - 1, -1, -1):
         lines += [f"c = r % shape[{d}]", f"r = r // shape[{d}]",
                   f"js += c * ss[{d}]", f"ji += c * is_[{d}]", f"jd += c * ds[{d}]"]
-    lines += ["k = idx[ji]", "if k < 0:", "    k += dlen", "jd += k * dstride", INDEXED[kind],
-              "i += step"]
-    src = ("@cuda.jit(cache=True)\n"
-           "def kernel(n, shape, src, so, ss, idx, io, is_, dst, do, ds, dstride, dlen):\n"
-           "    i = cuda.grid(1)\n    step = cuda.gridsize(1)\n    while i < n:\n" +
-           "".join(f"        {ln}\n" for ln in lines))
+    lines += ["k = idx[ji]", "if k < 0:", "    k += dlen", "jd += k * dstride", INDEXED[kind]]
+    params = ["n", "shape", "src", "so", "ss", "idx", "io", "is_", "dst", "do", "ds", "dstride",
+              "dlen"]
+    src = "\n".join(flat_kernel("cuda", params, None, [(None, lines)], (), "")) + "\n"
     return _load(f"{kind}_{dtype}", src)
 
 
@@ -310,13 +300,7 @@ def compact(write):
 def fused(spec, gin_kinds):
     """The fused backward group `spec` (kernels/fuse.py) as a CUDA grid-stride loop
     over flat contiguous operands."""
-    from ..kernels.fuse import fused_body
-    params, _, body, outs = fused_body(spec, gin_kinds, None)
-    src = (f"T = np.{spec[0]}\n\n\n@cuda.jit(cache=True)\n"
-           f"def kernel({', '.join(params + outs)}):\n"
-           "    i = cuda.grid(1)\n    step = cuda.gridsize(1)\n    while i < n:\n" +
-           "".join(f"        {b}\n" for b in body) + "        i += step\n")
-    return _load("fused", src)
+    return cache.load("cuda_fused", fused_source(spec, gin_kinds, "cuda", simulator()))
 
 
 def launch(kernel, grid, block, *args):

@@ -2,10 +2,13 @@
 The only package (with backend code) that imports numba, and only when compiling."""
 import os
 
+from . import threads
+
 # Idle OpenMP workers sleep instead of spinning: on a shared 2-core machine a
 # spinning pool makes small parallel kernels ~100x slower. Set before numba
 # starts its threads; a user's own setting wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+threads.pool_size_from_env()
 
 
 # torch computes inf/nan quietly; numpy warns after a ufunc loop that raised a

@@ -113,23 +113,10 @@ def vmath_functions():
     return _vmath[0]
 
 
-def module_header(code):
-    """The import lines a generated kernel module with `code` needs. The vmath
-    hash is part of the source, so a cached kernel is rebuilt when vmath changes."""
-    lines = ["import math", "import numba", "import numpy as np"]
-    if "_vm." in code:
-        lines.append(f"from jitgrad.kernels import vmath as _vm  # vmath {vmath_functions()[1]}")
-    return "\n".join(lines) + "\n"
-
-
-def to_scalar_code(body, rename=None, dtype=None):
-    """Scalar source for a parsed formula. Constants become `T(c)` so a float32
-    kernel stays float32 (Numba would widen `1 - x` with an int literal).
-    `dtype` ("float32"/"float64") selects jitgrad's vectorizable math."""
-    rename = rename or {}
-    slot = _VMATH_SLOT.get(dtype)
-    vm = vmath_functions()[0] if slot is not None else {}
-
+def _emit(body, rename, call):
+    """Source for a parsed formula; `call(name, argument sources)` writes function calls.
+    Constants become `T(c)` so a float32 kernel stays float32 (Numba would widen
+    `1 - x` with an int literal)."""
     def emit(n):
         if isinstance(n, ast.Name):
             return rename.get(n.id, n.id)
@@ -141,12 +128,45 @@ def to_scalar_code(body, rename=None, dtype=None):
             return f"({emit(n.left)} {_BINOPS[type(n.op)]} {emit(n.right)})"
         if isinstance(n, ast.Compare):
             return f"({emit(n.left)} {_CMPOPS[type(n.ops[0])]} {emit(n.comparators[0])})"
-        args = [emit(a) for a in n.args]
-        if n.func.id in vm:
-            return f"_vm.{vm[n.func.id][slot]}({', '.join(args)})"
-        return MATH[n.func.id].format(*args)
+        return call(n.func.id, [emit(a) for a in n.args])
 
     return emit(body)
+
+
+def to_scalar_code(body, rename=None, dtype=None):
+    """Scalar source for a parsed formula. `dtype` ("float32"/"float64") selects
+    jitgrad's vectorizable math."""
+    slot = _VMATH_SLOT.get(dtype)
+    vm = vmath_functions()[0] if slot is not None else {}
+
+    def call(name, args):
+        if name in vm:
+            return f"_vm.{vm[name][slot]}({', '.join(args)})"
+        return MATH[name].format(*args)
+    return _emit(body, rename or {}, call)
+
+
+# formula name -> numpy template, for evaluating a formula on whole arrays (the first
+# calls of a large kernel not compiled yet, see kernels/cpu.py tiered). erf has no
+# numpy function: formulas using it are compiled at once.
+NUMPY_MATH = {
+    "exp": "np.exp({0})", "exp2": "np.exp2({0})", "log": "np.log({0})",
+    "log2": "np.log2({0})", "log1p": "np.log1p({0})", "expm1": "np.expm1({0})",
+    "sqrt": "np.sqrt({0})", "sin": "np.sin({0})", "cos": "np.cos({0})", "tan": "np.tan({0})",
+    "asin": "np.arcsin({0})", "acos": "np.arccos({0})", "atan": "np.arctan({0})",
+    "sinh": "np.sinh({0})", "cosh": "np.cosh({0})", "tanh": "np.tanh({0})",
+    "atan2": "np.arctan2({0}, {1})", "abs": "np.abs({0})",
+    "sign": "np.where({0} > T(0.0), T(1.0), np.where({0} < T(0.0), T(-1.0), T(0.0)))",
+    "where": "np.where({0}, {1}, {2})", "fma": "({0} * {1} + {2})",
+}
+
+
+def to_numpy_code(body, rename=None):
+    """numpy source for a parsed formula over whole arrays (constants `T(c)` as in
+    to_scalar_code), or None when it calls a function numpy lacks."""
+    if any(isinstance(n, ast.Call) and n.func.id not in NUMPY_MATH for n in ast.walk(body)):
+        return None
+    return _emit(body, rename or {}, lambda name, args: NUMPY_MATH[name].format(*args))
 
 
 def is_constant(body):

@@ -12,8 +12,9 @@ same spec always yields the same source, so the kernel cache doubles as the
 plan cache across training steps and processes.
 """
 from . import cache
-from .cpu import length_guard
-from .expr import module_header, to_scalar_code
+from .cpu import NUMPY_TIER, numpy_kernel, tiered
+from .expr import to_numpy_code, to_scalar_code
+from .source import NUMBA_TYPE, array_type, flat_kernel, header
 
 import os
 
@@ -32,14 +33,12 @@ def parallel_enabled():
     return os.environ.get("JITGRAD_PARALLEL", "1") != "0"
 
 
-_NB = {"float32": "float32", "float64": "float64", "int32": "int32", "int64": "int64",
-       "bool": "boolean"}
-
-
-def fused_body(spec, gin_kinds, math_dtype):
+def fused_body(spec, gin_kinds, math_dtype, numpy=False):
     """(params, numba types, per-element body lines, output names) of the kernel for
     `spec`, shared by the CPU loop below and the CUDA kernel (jitgrad/_cuda).
     `math_dtype` selects vmath's functions ("float32"/"float64"); None keeps libm's.
+    With `numpy`, the lines are numpy code over whole arrays instead (None when a
+    partial calls a function numpy lacks).
 
     spec = (kdt_name, members, n_slots); each member is
     (op, ext_in, kinds, uses_out, targets): `op` an ElementwiseOp, `kinds[j]`
@@ -48,32 +47,33 @@ def fused_body(spec, gin_kinds, math_dtype):
     gin_kinds: per member with ext_in, "a" (array) or "s" (one value for all
     elements, e.g. the expanded gradient of a sum)."""
     kdt, members, n_slots = spec
+    ix = "[...]" if numpy else "[i]"
     params, types, body = ["n"], ["int64"], []
-    arr, bool_arr = f"{_NB[kdt]}[::1]", "boolean[::1]"
+    arr, bool_arr = array_type(kdt), array_type("bool")
     gin = iter(gin_kinds)
     incoming = {}  # member index -> expressions of its gradient contributions
     for k, (op, ext_in, kinds, uses_out, targets) in enumerate(members):
         if ext_in:
             scalar = next(gin) == "s"
             params.append(f"gin{k}")
-            types.append(_NB[kdt] if scalar else arr)
-            incoming.setdefault(k, []).insert(0, f"gin{k}" if scalar else f"gin{k}[i]")
+            types.append(NUMBA_TYPE[kdt] if scalar else arr)
+            incoming.setdefault(k, []).insert(0, f"gin{k}" if scalar else f"gin{k}{ix}")
         rename = {}
         for j, (arg, kind) in enumerate(zip(op.args, kinds)):
             is_bool = arg in op.bool_args
             if kind == "a":
                 params.append(f"s{k}_{j}")
                 types.append(bool_arr if is_bool else arr)
-                body.append(f"a{k}_{j} = s{k}_{j}[i]")
+                body.append(f"a{k}_{j} = s{k}_{j}{ix}")
                 rename[arg] = f"a{k}_{j}"
             elif kind == "s":
                 params.append(f"c{k}_{j}")
-                types.append("boolean" if is_bool else _NB[kdt])
+                types.append("boolean" if is_bool else NUMBA_TYPE[kdt])
                 rename[arg] = f"c{k}_{j}"
         if uses_out:
             params.append(f"o{k}")
             types.append(arr)
-            body.append(f"v{k} = o{k}[i]")
+            body.append(f"v{k} = o{k}{ix}")
             rename["out"] = f"v{k}"
         parts = incoming.pop(k)
         body.append(f"g{k} = " + " + ".join(parts))
@@ -82,7 +82,11 @@ def fused_body(spec, gin_kinds, math_dtype):
                 continue
             c = op.const_partials[j]
             if c is None:
-                expr = f"g{k} * {to_scalar_code(op.partials[j][0], rename, dtype=math_dtype)}"
+                partial = to_numpy_code(op.partials[j][0], rename) if numpy else \
+                    to_scalar_code(op.partials[j][0], rename, dtype=math_dtype)
+                if partial is None:
+                    return None
+                expr = f"g{k} * {partial}"
             else:
                 expr = f"g{k}" if c == 1 else f"g{k} * T({float(c)!r})"
             var = f"t{k}_{j}"
@@ -94,36 +98,39 @@ def fused_body(spec, gin_kinds, math_dtype):
     outs = [f"r{s}" for s in range(n_slots)]
     types += [arr] * n_slots
     for s in range(n_slots):
-        body.append(f"r{s}[i] = " + " + ".join(incoming[("x", s)]))
+        body.append(f"r{s}{ix} = " + " + ".join(incoming[("x", s)]))
     return params, types, body, outs
 
 
-def fused_source(spec, gin_kinds, parallel):
-    """Numba source of the CPU kernel for `spec` (see fused_body)."""
+def fused_source(spec, gin_kinds, target, simulated=False):
+    """Numba source of the kernel for `spec` (see fused_body) on `target`
+    ("serial", "parallel" or "cuda"; `simulated`: under the CUDA simulator)."""
     kdt = spec[0]
-    params, types, body, outs = fused_body(spec, gin_kinds, kdt)
-    sig = f"void({', '.join(types)})"
-    loop = "numba.prange(n)" if parallel else "range(n)"
-    # An explicit signature compiles at import (timed, disk-cached) and tells LLVM
-    # the arrays are contiguous, which it needs to vectorize the loop.
-    # error_model="numpy": 1/0 is inf as in torch, not a ZeroDivisionError (and the
-    # loop then has no exception paths, which it needs to vectorize).
-    deco = (f"@numba.njit({sig!r}, cache=True, nogil=True, error_model='numpy'"
-            f"{', parallel=True' if parallel else ''})")
+    params, types, body, outs = fused_body(spec, gin_kinds, None if target == "cuda" else kdt)
     arrays = [a for a, t in zip(params + outs, types) if t.endswith("[::1]")]
-    lines = [f"T = np.{kdt}", "", "", deco, f"def kernel({', '.join(params + outs)}):"]
-    lines += ["    " + g for g in length_guard("n", arrays, "fused backward kernel")]
-    lines.append(f"    for i in {loop}:")
-    lines += ["        " + b for b in body]
+    lines = [f"T = np.{kdt}", "", ""] + flat_kernel(
+        target, params + outs, types, [(None, body)], arrays, "fused backward kernel")
     text = "\n".join(lines) + "\n"
-    return module_header(text) + text
+    return header(text, target, simulated) + text
 
 
 def fused_kernel(spec, gin_kinds, parallel):
     key = ("fused", spec, gin_kinds, parallel)
     fn = cache.lookup(key)
     if fn is None:
-        src = fused_source(spec, gin_kinds, parallel)
-        fn = cache.load("fused_par" if parallel else "fused", src)
+        serial = fused_source(spec, gin_kinds, "serial")
+        fn = tiered("fused_par", fused_source(spec, gin_kinds, "parallel"),
+                    _numpy_fused(spec, gin_kinds), "fused", serial) \
+            if parallel else cache.load("fused", serial)
         cache.remember(key, fn)
     return fn
+
+
+def _numpy_fused(spec, gin_kinds):
+    """The group's kernel as numpy code (see cpu.tiered), or None."""
+    got = fused_body(spec, gin_kinds, None, numpy=True) if spec[0] in NUMPY_TIER else None
+    if got is None:
+        return None
+    params, types, body, outs = got
+    arrays = [a for a, t in zip(params + outs, types) if t.endswith("[::1]")]
+    return numpy_kernel(params + outs, body, spec[0], arrays, "fused backward kernel")

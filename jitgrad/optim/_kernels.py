@@ -17,21 +17,18 @@ scalar tail contracted the same way) the kernel calls `fma` too, so float32
 trajectories agree with torch's to an ulp or two rather than drifting apart.
 """
 from ..kernels import cache
-from ..kernels.cpu import check_lengths, length_guard
+from ..kernels.source import NUMBA_TYPE, array_type, check_lengths, flat_kernel, header
 
-_NB = {"float32": "float32", "float64": "float64"}
 _kernels = {}  # (optimizer, flags..., dtype) -> compiled kernel
 cache.on_clear(_kernels.clear)
 
 
-# fma(x, y, z) = x * y + z with one rounding, as LLVM's llvm.fma (a vector
-# instruction on CPUs with FMA). Defined in each generated module: a cached
-# kernel must not depend on a helper in another file (see NUMBA_NOTES).
-_HEADER = """import math
-
-import numba
-import numpy as np
-from numba.extending import intrinsic
+# fma(x, y, z) = x * y + z with one rounding, defined in each generated module (a
+# cached kernel must not depend on a helper in another file, see NUMBA_NOTES). On
+# the CPU it is LLVM's llvm.fma (a vector instruction on CPUs with FMA); on CUDA,
+# NVVM contracts x * y + z into one fma instruction by default, as torch's CUDA
+# kernels are compiled.
+_FMA = {"cpu": """from numba.extending import intrinsic
 
 
 @intrinsic
@@ -44,58 +41,30 @@ def fma(typingctx, x, y, z):
     return x(x, y, z), codegen
 
 
-"""
-
-
-# On CUDA the same loop bodies run in a grid-stride loop; NVVM contracts x * y + z
-# into one fma instruction by default, as torch's CUDA kernels are compiled.
-_CUDA_HEADER = """import math
-
-import numba
-import numpy as np
-from numba import cuda
-
+""", "cuda": """
 
 @cuda.jit(device=True)
 def fma(x, y, z):
     return x * y + z
 
 
-"""
+"""}
 
 
 def _source(args, loops, dtype, prelude=(), cuda=False):
     """A module defining `kernel(*args)`; args: (name, kind) with kind "a" (1-D
     contiguous array of `dtype`), "s" (scalar of `dtype`) or "b" (bool). loops:
     (condition or None, body lines) pairs; the loop runs over p's elements
-    (with `cuda`, split over the GPU's threads)."""
-    lines = [f"def kernel({', '.join(a for a, _ in args)}):", "    n = p.shape[0]"]
-    if not cuda:  # a CUDA kernel cannot raise: its launcher checks the lengths instead
-        arrays = [a for a, k in args if k == "a" and a != "p"]
-        lines += ["    " + g for g in length_guard("n", arrays, "optimizer kernel")]
-    lines += ["    " + line for line in prelude]
-    loop = "for i in range(cuda.grid(1), n, cuda.gridsize(1)):" if cuda else "for i in range(n):"
-    for k, (cond, body) in enumerate(loops):
-        indent = "    "
-        if cond is not None:
-            lines.append(f"    {'if' if k == 0 else 'elif'} {cond}:")
-            indent = "        "
-        elif k:
-            lines.append("    else:")
-            indent = "        "
-        lines.append(indent + loop)
-        lines += [f"{indent}    {line}" for line in body]
-    if cuda:
-        return _CUDA_HEADER + "@cuda.jit(cache=True)\n" + "\n".join(lines) + "\n"
-    t = _NB[dtype]
-    types = {"a": f"{t}[::1]", "s": t, "b": "boolean"}
-    sig = f"void({', '.join(types[k] for _, k in args)})"
-    # error_model="numpy": x / 0 gives inf or nan as in torch, and no zero-division
-    # branch stops LLVM from vectorizing the loop. Single-threaded: on 2 cores a
-    # parallel=True variant measured no faster for 1e6 float32 (the loop is
-    # memory-bound), and OpenMP threads stall badly when another process holds a core.
-    flags = "cache=True, nogil=True, error_model='numpy'"
-    return _HEADER + f"@numba.njit({sig!r}, {flags})\n" + "\n".join(lines) + "\n"
+    (with `cuda`, split over the GPU's threads). Single-threaded on the CPU: on 2
+    cores a parallel variant measured no faster for 1e6 float32 (the loop is
+    memory-bound), and OpenMP threads stall badly when another process holds a
+    core."""
+    types = {"a": array_type(dtype), "s": NUMBA_TYPE[dtype], "b": "boolean"}
+    target = "cuda" if cuda else "serial"
+    lines = flat_kernel(target, [a for a, _ in args], [types[k] for _, k in args], loops,
+                        [a for a, k in args if k == "a" and a != "p"], "optimizer kernel",
+                        setup=["n = p.shape[0]"], prelude=prelude)
+    return header("", target) + _FMA["cuda" if cuda else "cpu"] + "\n".join(lines) + "\n"
 
 
 def _load(key, name, source):

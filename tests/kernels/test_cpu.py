@@ -1,0 +1,91 @@
+"""Large kernels not compiled yet run through numpy first (kernels/cpu.py tiered):
+the numpy tier gives the compiled kernel's results, keeps the flat-kernel length
+rule, and hands over to the parallel kernel after PROMOTE_AFTER_CALLS calls."""
+import numpy as np
+import pytest
+
+import jitgrad
+from jitgrad.kernels import cache, cpu, fuse
+from jitgrad.kernels.expr import parse, to_numpy_code
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("JITGRAD_CACHE_DIR", str(tmp_path))
+    jitgrad.clear_kernel_cache()
+    yield
+    jitgrad.clear_kernel_cache()
+
+
+def _loop(src, args, kinds, dtype):
+    body, _ = parse(src, tuple(args))
+    dt = np.dtype(dtype)
+    return cpu.loop("t", tuple(args), kinds, body, [dt] * len(args), dt, dt, parallel=True)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_numpy_tier_then_parallel_kernel_agree(fresh_cache, dtype):
+    src = "where(x > 0, tanh(x) * y, sign(x) + exp(-x * x) / y) + 0.5"
+    k = _loop(src, ("x", "y"), ("a", "a"), dtype)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(1000).astype(dtype)
+    x[:3] = [0.0, np.nan, -0.0]
+    y = rng.uniform(0.5, 2, 1000).astype(dtype)
+    outs = []
+    for _ in range(cpu.PROMOTE_AFTER_CALLS + 1):
+        out = np.empty_like(x)
+        before = jitgrad.compile_stats()["kernels_compiled"]
+        k(x.size, x, y, out)
+        outs.append((out, jitgrad.compile_stats()["kernels_compiled"] - before))
+    assert [c for _, c in outs] == [0] * cpu.PROMOTE_AFTER_CALLS + [1]
+    tol = {"float32": 2e-6, "float64": 1e-14}[dtype]
+    np.testing.assert_allclose(outs[0][0], outs[-1][0], rtol=tol, atol=tol)
+    assert np.isnan(outs[0][0][1]) and np.isnan(outs[-1][0][1])
+
+
+def test_numpy_tier_keeps_the_length_rule(fresh_cache):
+    k = _loop("x * y", ("x", "y"), ("a", "a"), "float32")
+    x = np.ones(8, np.float32)
+    with pytest.raises(ValueError, match="must have n elements"):
+        k(8, x, np.ones(7, np.float32), np.empty(8, np.float32))
+
+
+def test_numpy_tier_is_quiet_and_keeps_scalar_dtype(fresh_cache, recwarn):
+    k = _loop("x / y", ("x", "y"), ("a", "s"), "float32")
+    out = np.empty(3, np.float32)
+    k(3, np.array([1.0, 0.0, -1.0], np.float32), np.float32(0.0), out)
+    np.testing.assert_array_equal(out, [np.inf, np.nan, -np.inf])
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
+def test_a_parallel_kernel_on_disk_is_used_at_once(fresh_cache):
+    _loop("sin(x)", ("x",), ("a",), "float64")  # numpy tier; compiles nothing
+    args = (100, np.ones(100), np.empty(100))
+    k = _loop("sin(x)", ("x",), ("a",), "float64")
+    for _ in range(cpu.PROMOTE_AFTER_CALLS + 1):
+        k(*args)  # the last call compiles the parallel kernel into the cache
+    cache._memory.clear()
+    assert type(_loop("sin(x)", ("x",), ("a",), "float64")).__name__ == "CPUDispatcher"
+
+
+def test_erf_has_no_numpy_tier():
+    body, _ = parse("erf(x) * 2", ("x",))
+    assert to_numpy_code(body) is None
+    assert to_numpy_code(parse("sign(x)", ("x",))[0]) is not None
+
+
+def test_fused_group_numpy_tier_matches_kernel(fresh_cache, monkeypatch):
+    # a group of parallel size starts in numpy, then runs the compiled kernel
+    monkeypatch.setattr(fuse, "PARALLEL_MIN_ELEMENTS", 64)
+    made = []
+    numpy_fused = fuse._numpy_fused
+    monkeypatch.setattr(fuse, "_numpy_fused", lambda *a: made.append(numpy_fused(*a)) or made[-1])
+    x = jitgrad.linspace(-2, 2, 10_000, requires_grad=True)
+    grads = []
+    for _ in range(cpu.PROMOTE_AFTER_CALLS + 1):
+        x.grad = None
+        ((x.sin() * (-(x * x)).exp() + 0.5 * x).tanh() * x.sigmoid()).sum().backward()
+        grads.append(x.grad.numpy().copy())
+    assert made and all(k is not None for k in made)  # the group ran through numpy first
+    np.testing.assert_allclose(grads[0], grads[-1], rtol=2e-6, atol=2e-7)
+    assert jitgrad.compile_stats()["kernels_compiled"] >= 1
