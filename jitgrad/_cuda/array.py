@@ -21,6 +21,8 @@ import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 from numpy.lib.stride_tricks import as_strided
 
+from ..kernels.cpu import FORMULAS
+from ..kernels.expr import to_scalar_code
 from . import cuda, kernels as K
 
 NUMPY_ERROR = ("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the "
@@ -564,8 +566,6 @@ def _ufunc_kernel(ufunc):
     got = _formula_code.get(ufunc)
     if got is not None:
         return got
-    from ..kernels.cpu import FORMULAS
-    from ..kernels.expr import to_scalar_code
     meta = FORMULAS.get(ufunc)
     if meta is not None:
         args, body, prefix, compute = meta

@@ -310,7 +310,7 @@ def compact(write):
 def fused(spec, gin_kinds):
     """The fused backward group `spec` (kernels/fuse.py) as a CUDA grid-stride loop
     over flat contiguous operands."""
-    from ..kernels.fuse import fused_body
+    from ..kernels.fuse import fused_body  # loaded with the first fused CUDA group
     params, _, body, outs = fused_body(spec, gin_kinds, None)
     src = (f"T = np.{spec[0]}\n\n\n@cuda.jit(cache=True)\n"
            f"def kernel({', '.join(params + outs)}):\n"

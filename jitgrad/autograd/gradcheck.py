@@ -13,7 +13,10 @@ import warnings
 import numpy as np
 
 from .. import _state
+from .. import dtypes as _dt
+from ..ops.creation import rand
 from ..tensor import Tensor
+from . import forward_ad as fwAD
 from .engine import grad as _grad
 
 
@@ -287,7 +290,6 @@ def _forward_jacobian(func, inputs, func_out, all_u=None):
     at a time, or with all_u the product J u_i (flattened). Every input that
     requires grad enters as a dual of its detached value (zero tangent but for
     the one being differentiated), as torch does."""
-    from . import forward_ad as fwAD
     idxs = _diff_input_indices(inputs)
     out_pos = _diff_output_positions(func_out)
     primals = [inputs[i].detach() for i in idxs]
@@ -328,7 +330,6 @@ def _forward_jacobian(func, inputs, func_out, all_u=None):
 def _test_undefined_forward_mode(func, inputs, func_out):
     """A dual input with a zero tangent and a plain (tangent-less) input must
     give the same output tangents."""
-    from . import forward_ad as fwAD
     idxs = _diff_input_indices(inputs)
     out_pos = _diff_output_positions(func_out)
     rng = np.random.default_rng(_FAST_SEED)
@@ -699,7 +700,6 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
 
 
 def _random_grad_output(o, noncontiguous):
-    from ..ops.creation import rand
     dt = o._data.dtype if o._data.dtype.kind in "fc" else np.dtype(np.float64)
     shape = o._data.shape
     if noncontiguous and len(shape) > 0:
@@ -711,7 +711,6 @@ def _random_grad_output(o, noncontiguous):
 
 
 def _jg_dtype(np_dtype):
-    from .. import dtypes as _dt
     return _dt.from_np(np.dtype(np_dtype))
 
 

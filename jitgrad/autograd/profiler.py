@@ -31,7 +31,8 @@ import warnings
 
 import numpy as np
 
-from .. import _state
+from .. import _state, cuda
+from ..ops import formulas, inplace, registry
 from ..tensor import Tensor
 
 _SEAM_KINDS = frozenset({"backward", "fused", "compile"})
@@ -52,9 +53,8 @@ def _op_codes():
     operators, registered functions, and the elementwise ops' shared `fn`
     (registry.elementwise makes every formula-table function from one `def`).
     Rebuilt on each profile start, so ops registered later are included."""
-    import jitgrad
-    from ..nn import functional as F
-    from ..ops import formulas, inplace, registry
+    import jitgrad  # the package and nn sit above autograd: read once they are loaded
+    from ..nn import functional as F  # (as above)
 
     codes = {}
 
@@ -570,7 +570,6 @@ class profile:
         if not self.enabled:
             return
         if use_cuda:
-            from .. import cuda
             if cuda.is_available():
                 self.use_cuda = True
             else:
@@ -713,7 +712,6 @@ class profile:
             target._kernels.append((start, end))
 
     def _device_times(self):
-        from .. import cuda
         cuda.synchronize()
         for ev in reversed(self._events):  # children come after their parents
             own = sum(max(0.0, s.elapsed_time(e)) * 1000.0 for s, e in ev._kernels or ())

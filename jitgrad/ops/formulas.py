@@ -4,9 +4,9 @@
 partial derivative of `out` with respect to it. Operands: x, y, (w); `out`
 is the forward result. Functions: see kernels/expr.py MATH.
 """
-import types
+import numpy as np
 
-from .registry import elementwise as _ew
+from .registry import FORMULA_FUNCTIONS, elementwise as _ew
 
 _XY = ("x", "y")
 LN2 = "0.6931471805599453"
@@ -137,7 +137,6 @@ def clamp(x, min=None, max=None):
     lo = -float("inf") if min is None else min
     hi = float("inf") if max is None else max
     if x._data.dtype.kind in "iu":  # integer tensors: integer infinities
-        import numpy as np
         info = np.iinfo(x._data.dtype)
         lo = info.min if min is None else lo
         hi = info.max if max is None else hi
@@ -151,8 +150,8 @@ def _fma(a, b, c):
     return a * b + c
 
 
-# Formula function names resolved on Tensors, for double backward.
-FORMULA_FUNCTIONS = types.SimpleNamespace(
+# The formula names as functions of Tensors, for double backward.
+vars(FORMULA_FUNCTIONS).update(
     exp=exp, exp2=exp2, log=log, log2=log2, log1p=log1p, expm1=expm1, sqrt=sqrt, sin=sin,
     cos=cos, tan=tan, asin=asin, acos=acos, atan=atan, sinh=sinh, cosh=cosh, tanh=tanh,
     erf=erf, atan2=atan2, abs=abs, sign=sign, where=where, fma=_fma)

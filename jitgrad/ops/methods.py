@@ -1,12 +1,12 @@
 """Attach the ops to Tensor as methods and operators, by looping the tables."""
 import numpy as np
 
+from .. import _state
 from .. import dtypes as _dt
-from ..tensor import Tensor, check_device, asarray
+from ..tensor import Tensor, asarray, check_device, device as _device
 from . import formulas as E
 from . import inplace as I
 from . import linalg, nn, reduce, shape
-from .registry import call
 
 # ---- functions with torch's extra arguments -----------------------------------------------
 
@@ -91,7 +91,7 @@ def to(x, *args, **kwargs):
     for a in args:
         if isinstance(a, Tensor):
             dtype = a.dtype
-        elif isinstance(a, (str, shape_device_type())):
+        elif isinstance(a, (str, _device)):
             device = a
         elif a is not None:
             dtype = a
@@ -100,11 +100,6 @@ def to(x, *args, **kwargs):
     if dev is not None:
         out = shape.to_device(out, dev)
     return shape.clone(out) if copy and out is x else out
-
-
-def shape_device_type():
-    from ..tensor import device
-    return device
 
 
 # ---- in place -------------------------------------------------------------------------------
@@ -157,7 +152,6 @@ def setitem(x, key, value):
 
 
 def _needs_graph(x):
-    from .. import _state
     return _state.local.grad_enabled and x._rg or _state.fw_level[0] is not None
 
 

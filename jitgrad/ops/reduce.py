@@ -8,8 +8,7 @@ from .. import dtypes as _dt
 from ..tensor import Tensor, wrap_dim, asarray, ascontiguous
 from . import formulas as E
 from .registry import FW, jvp, nb, record
-from .shape import (_shift, expand, flip, gather, reshape, scatter_add_zeros,  # noqa: F401
-                    sum_to_size, unsqueeze)
+from .shape import _shift, expand, flip, gather, reshape, scatter_add_zeros, unsqueeze
 
 values_indices = collections.namedtuple("return_types", ["values", "indices"])
 

@@ -8,12 +8,14 @@ same partials evaluated with Tensor ops. Python scalars are kernel operands
 like tensors (never saved, never baked into the kernel source).
 """
 import ast
+import types
 
 import numpy as np
 
-from .. import _state
+from .. import _state, backend
 from .. import dtypes as _dt
 from .._node import EMPTY_SAVED, Node, SavedTensor, edge_of
+from .._dual import set_tangent
 from ..kernels import cache as _cache
 from ..kernels import quiet
 from ..kernels import cpu as _cpu
@@ -24,6 +26,9 @@ from ..tensor import Tensor, asarray
 
 REGISTRY = {}  # name -> ElementwiseOp
 FUNCTIONS = {}  # name -> (function, samples): every other differentiable op
+# The names a formula may call, as functions of Tensors (double backward evaluates
+# partials on Tensors); the formula table fills it in.
+FORMULA_FUNCTIONS = types.SimpleNamespace()
 
 
 class Arg:
@@ -155,7 +160,6 @@ def jvp(outputs, inputs, rule):
             break
     else:
         return
-    from ..autograd.forward_ad import set_tangent
     prev, FW[0] = FW[0], None  # tangents are plain tensors: no tangent of a tangent
     try:
         res = rule(*tangents)
@@ -291,13 +295,10 @@ class ElementwiseOp:
         """partial_i as a Python function of Tensors (for create_graph)."""
         fn = self._tensor_fns[i]
         if fn is None:
-            from . import formulas as _ew  # the table module exposes every formula name
             src = f"lambda {', '.join(self.args)}, out: {self.partial_src[i]}"
             # the file name marks these frames as jitgrad's (anomaly mode leaves them out)
             code = compile(src, f"<jitgrad formula {self.name}>", "eval")
-            fn = self._tensor_fns[i] = eval(code, {k: getattr(_ew.FORMULA_FUNCTIONS, k)
-                                                  for k in dir(_ew.FORMULA_FUNCTIONS)
-                                                  if not k.startswith("_")})
+            fn = self._tensor_fns[i] = eval(code, dict(vars(FORMULA_FUNCTIONS)))
         return fn
 
 
@@ -344,7 +345,7 @@ class ElementwiseNode(Node):
                 if uses_out:
                     args.append(self._out.data(self))
                 r = quiet(fn, *args)
-                if type(r) is not np.ndarray:
+                if not backend.is_array(r):  # a numpy scalar
                     r = asarray(r)
             res.append(Tensor(r))
         return res
@@ -479,7 +480,7 @@ def call(op, *operands, out_arr=None):
         r = out_arr
     else:
         r = _ufunc_call(op, kdt, res_dt, arrays, operands, out_arr)
-    if type(r) is not np.ndarray:
+    if not backend.is_array(r):  # a numpy scalar
         r = asarray(r)
     if res_dt != kdt and not op.bool_out:
         r = r.astype(res_dt)
@@ -507,7 +508,6 @@ def _elementwise_jvp(op, operands, arrays, out, kdt):
         tangents.append(t)
     if not mask:
         return
-    from ..autograd.forward_ad import set_tangent
     recording = _state.local.grad_enabled and any(
         isinstance(v, Tensor) and v._rg for v in list(operands) + tangents)
     prev, FW[0] = FW[0], None
@@ -541,7 +541,7 @@ def _loop_call(op, kdt, arrays, out_arr):
     shape = out_arr.shape
     kinds, flat = [], []
     for a in arrays:
-        if type(a) is np.ndarray:
+        if backend.is_host(a):
             if a.shape != shape or not (a.flags.c_contiguous and a.flags.writeable):
                 return False
             kinds.append("a")
@@ -577,7 +577,7 @@ def _pooled_out(arrays, kdt):
     big enough (see kernels/pool.py); None for small or broadcasting operands."""
     big = None
     for a in arrays:
-        if type(a) is np.ndarray:
+        if backend.is_host(a):
             if big is None:
                 if a.size < _fuse.LOOP_MIN_ELEMENTS:
                     return None
@@ -591,7 +591,7 @@ def _fusable_size(r):
     """Whether a node of this output may join a fused group: on the CPU from
     FUSE_MIN_ELEMENTS on (measured crossover); on a GPU always, since there a
     kernel launch costs far more than planning a node (not yet measured on a GPU)."""
-    return r.size >= _fuse.FUSE_MIN_ELEMENTS or type(r) is not np.ndarray
+    return r.size >= _fuse.FUSE_MIN_ELEMENTS or not backend.is_host(r)
 
 
 def _record_unary(op, v, out, kdt):

@@ -5,9 +5,9 @@ import weakref
 
 import numpy as np
 
-from .. import _state
+from .. import _state, backend
 from .. import dtypes as _dt
-from ..tensor import Tensor, asarray, wrap_dim
+from ..tensor import Tensor, asarray, on_device, wrap_dim
 from .registry import FW, jvp, nb, record
 
 
@@ -154,8 +154,8 @@ def _view(x, shape, name):
         arr.shape = shape
     except AttributeError:
         raise RuntimeError(
-            f"view size is not compatible with input tensor's size and stride (at least one "
-            f"dimension spans across two contiguous subspaces). Use .reshape(...) instead.") from None
+            "view size is not compatible with input tensor's size and stride (at least one "
+            "dimension spans across two contiguous subspaces). Use .reshape(...) instead.") from None
     out = make_view(x, arr, view, (shape,))
     if FW[0] is not None:
         jvp(out, (x,), lambda tx: view(tx, tx.shape[:nb(tx, x)] + shape))
@@ -362,7 +362,6 @@ def to_device(x, dev):
     """A copy of x on device `dev` (a checked jitgrad.device); x itself if it is there."""
     if x.device == dev:
         return x
-    from ..tensor import on_device
     out = Tensor(on_device(x._data, dev))
     src = x.device
     if FW[0] is not None:
@@ -384,7 +383,7 @@ def _norm_key(key, ndim):
             k = k._data
         elif isinstance(k, list):
             k = np.asarray(k)
-        if isinstance(k, np.ndarray) or getattr(k, "on_device", False):
+        if backend.is_array(k):
             if k.dtype == np.bool_:
                 out.extend(np.nonzero(k)) if k.ndim else out.append(k)
             elif k.dtype.kind in "iu":
@@ -691,13 +690,7 @@ def scatter_add_zeros(src, dim, index, shape):
     """zeros(shape).scatter_add(dim, index, src): the backward of gather."""
     idx = index._data
     arr = np.zeros(shape, src._data.dtype, like=src._data)
-    if type(arr) is np.ndarray:
-        grids = np.indices(idx.shape, sparse=True)
-        key = tuple(idx if i == dim else grids[i] for i in range(len(shape)))
-        np.add.at(arr, key, src._data)
-    else:  # CUDA: one atomic scatter kernel
-        from .._cuda.array import scatter_add
-        scatter_add(arr, dim, idx, src._data)
+    backend.of(arr).scatter_add(arr, dim, idx, src._data)
     out = Tensor(arr)
     if FW[0] is not None:
         jvp(out, (src,), lambda ts: scatter_add_zeros(
