@@ -12,7 +12,7 @@ import warnings
 
 import numpy as np
 
-from .. import _state
+from .. import _state, backend
 from .. import dtypes as _dt
 from ..ops.creation import rand
 from ..tensor import Tensor
@@ -593,8 +593,8 @@ def _through_device(func, inputs):
     and `func` called on differentiable device copies of them (so backward and
     forward AD run through the device ops), its outputs copied back."""
     devices = [t.device if isinstance(t, Tensor) else None for t in inputs]
-    host = tuple(t.detach().cpu().requires_grad_(t._rg) if isinstance(t, Tensor) and t.is_cuda
-                 else t for t in inputs)
+    host = tuple(t.detach().cpu().requires_grad_(t._rg)
+                 if isinstance(t, Tensor) and not backend.is_host(t._data) else t for t in inputs)
 
     def on_device(*args):
         out = func(*[a.to(d) if d is not None and a.device != d else a
@@ -609,7 +609,7 @@ def _gradcheck_helper(func, inputs, eps, atol, rtol, nondet_tol, check_undefined
                       check_grad_dtypes, check_forward_ad, check_backward_ad, fast_mode, masked):
     inputs = _as_tuple(inputs)
     _check_inputs(inputs)
-    if any(isinstance(t, Tensor) and t.is_cuda for t in inputs):
+    if any(isinstance(t, Tensor) and not backend.is_host(t._data) for t in inputs):
         func, inputs = _through_device(func, inputs)
     if not _state.local.grad_enabled:
         raise RuntimeError("gradcheck needs grad mode to build the graph it differentiates, but "
