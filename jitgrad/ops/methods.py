@@ -7,6 +7,7 @@ from ..tensor import Tensor, asarray, check_device, device as _device
 from . import formulas as E
 from . import inplace as I
 from . import linalg, nn, reduce, shape
+from .registry import API_BUILT, REGISTRY
 
 # ---- functions with torch's extra arguments -----------------------------------------------
 
@@ -155,15 +156,25 @@ def _needs_graph(x):
     return _state.local.grad_enabled and x._rg or _state.fw_level[0] is not None
 
 
-UNARY = ("exp", "exp2", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan",
-         "asin", "acos", "atan", "sinh", "cosh", "tanh", "sigmoid", "reciprocal", "erf", "neg",
-         "abs", "sign", "square", "relu")
-BINARY = ("mul", "div", "atan2", "maximum", "minimum")
-COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")
+def _inplace_method(op):
+    """Tensor.<name>_ of an elementwise op: the op's result stored into self."""
+    arity = len(op.args) - 1
+
+    # One code object for every op: the profiler names its event from the op that
+    # inplace_elementwise runs, and skips this wrapper (its name is private).
+    def _inplace(x, *others):
+        if len(others) != arity:
+            raise TypeError(f"{op.name}_() takes {arity} argument(s) besides self, "
+                            f"got {len(others)}")
+        return I.inplace_elementwise(op, x, *others)
+    return _inplace
 
 
 def _method_table():
-    m = {name: getattr(E, name) for name in UNARY + BINARY + COMPARE}
+    # The formula table's own declarations (export/method/inplace flags of each entry).
+    API_BUILT[0] = True
+    m = {name: op.function for name, op in REGISTRY.items() if op.method}
+    m.update({name + "_": _inplace_method(op) for name, op in REGISTRY.items() if op.inplace})
     m.update(add=add, sub=sub, pow=pow, clamp=E.clamp, clip=E.clamp, lerp=E.lerp,
              masked_fill=masked_fill, negative=E.neg, absolute=E.abs, multiply=E.mul,
              divide=E.div, true_divide=E.div, subtract=sub, greater=E.gt, less=E.lt,
@@ -181,13 +192,6 @@ def _method_table():
     for name in ("matmul", "mm", "bmm", "dot", "outer"):
         m[name] = getattr(linalg, name)
     m.update(softmax=nn.softmax, log_softmax=nn.log_softmax)
-    # in place
-    for name in UNARY:
-        op = getattr(E, name).op
-        m[name + "_"] = (lambda op: lambda x: I.inplace_elementwise(op, x))(op)
-    for name in ("mul", "div"):
-        op = getattr(E, name).op
-        m[name + "_"] = (lambda op: lambda x, other: I.inplace_elementwise(op, x, other))(op)
     m.update(add_=add_, sub_=sub_, pow_=lambda x, e: I.inplace_elementwise(E.pow.op, x, e),
              clamp_=clamp_, clip_=clamp_, fill_=fill_, zero_=zero_, copy_=copy_,
              masked_fill_=masked_fill_)
@@ -234,6 +238,3 @@ def attach():
     Tensor.T = property(shape.T)
     Tensor.mT = property(lambda x: shape.transpose(x, -2, -1))
     Tensor.__hash__ = object.__hash__
-
-
-attach()

@@ -26,6 +26,9 @@ from ..tensor import Tensor, asarray
 
 REGISTRY = {}  # name -> ElementwiseOp
 FUNCTIONS = {}  # name -> (function, samples): every other differentiable op
+# Set once the package has built its functions and Tensor methods from REGISTRY:
+# the export/method/inplace flags of a later registration would have no effect.
+API_BUILT = [False]
 # The names a formula may call, as functions of Tensors (double backward evaluates
 # partials on Tensors); the formula table fills it in.
 FORMULA_FUNCTIONS = types.SimpleNamespace()
@@ -409,20 +412,9 @@ def compute_dtype(op, operands):
             (dims if v._data.ndim else zero).append(v._data.dtype)
         else:
             scalars.append(v)
-    res = _dt.result_np(dims, zero, scalars)
-    if res.kind == "c":
-        raise TypeError(f"{op.name}: complex tensors are not supported by jitgrad's kernels; "
-                        "work on the real and imaginary parts as float tensors")
-    if op.floating and res.kind in "biu":
-        res = _dt.get_default_dtype().np
-    elif res.kind == "b" and op.bool_promotes:
-        res = np.dtype(np.int64)
-    # float16 computes in float32 (Numba's CPU target has no float16 arithmetic).
-    kdt = _F32 if res == np.float16 else res
-    return kdt, res
+    return _dt.kernel_dtypes(op.name, dims, zero, scalars, op.floating, op.bool_promotes)
 
 
-_F32 = np.dtype(np.float32)
 _FAST_SCALARS = (float, int)
 
 
@@ -599,17 +591,8 @@ def _record_unary(op, v, out, kdt):
     need_args, need_out = op._needs.get(1) or op.needs(1)
     d = v._data
     name = op.node_names.get((True,), op.default_node) if op.node_names else op.default_node
-    node = (_node_classes.get(name) or node_class(name, ElementwiseNode))(
-        (edge_of(v),), ((d.shape, d.dtype, type(d)),))
-    node._op = op
-    node._kdt = kdt
-    node._mask = 1
-    node._saved = (SavedTensor(v) if need_args[0] else None,)
-    r = out._data
-    node._shape = r.shape if r.dtype == kdt and _fusable_size(r) else None
-    out.grad_fn = node
-    out._rg = True
-    node._out = SavedTensor(out, is_output=True) if need_out else None
+    _attach_node(op, name, (edge_of(v),), ((d.shape, d.dtype, type(d)),),
+                 (SavedTensor(v) if need_args[0] else None,), 1, kdt, out, need_out)
 
 
 def _record_elementwise(op, operands, out, kdt):
@@ -643,7 +626,12 @@ def _record_elementwise(op, operands, out, kdt):
     name = op.default_node
     if op.node_names:
         name = op.node_names.get(tuple(isinstance(v, Tensor) for v in operands), name)
-    node = (_node_classes.get(name) or node_class(name, ElementwiseNode))(tuple(edges), metas)
+    _attach_node(op, name, tuple(edges), metas, saved, mask, kdt, out, need_out)
+
+
+def _attach_node(op, name, edges, metas, saved, mask, kdt, out, need_out):
+    """Make `out`'s ElementwiseNode (shared by the one-operand fast path and the general one)."""
+    node = (_node_classes.get(name) or node_class(name, ElementwiseNode))(edges, metas)
     node._op = op
     node._kdt = kdt
     node._mask = mask
@@ -657,7 +645,7 @@ def _record_elementwise(op, operands, out, kdt):
 
 def elementwise(name, args=("x",), out=None, floating=True, bool_out=False, bool_args=(),
                 node_names=None, domain=(-2.0, 2.0), scalars=None, scalar_params=(),
-                bool_promotes=False, **partials):
+                bool_promotes=False, export=False, method=False, inplace=False, **partials):
     """Register an elementwise op from formulas and return the public function.
 
     `out` is the forward formula over the operand names `args`; each keyword
@@ -668,7 +656,11 @@ def elementwise(name, args=("x",), out=None, floating=True, bool_out=False, bool
     `next_functions` entry, like torch's Scalar overloads). `domain` and
     `scalars`: where the registry-driven tests draw inputs and which operands
     they pass as numbers. `node_names`: backward node name per pattern of
-    (operand is a Tensor) flags, when torch's name depends on it.
+    (operand is a Tensor) flags, when torch's name depends on it. `export`,
+    `method`, `inplace`: also make `jitgrad.<name>`, `Tensor.<name>` and the
+    in-place `Tensor.<name>_`; these are for the formula table, which the
+    package reads once when it loads (an op registered later is its returned
+    function).
 
     >>> import jitgrad
     >>> softsign = jitgrad.ops.elementwise(
@@ -680,6 +672,10 @@ def elementwise(name, args=("x",), out=None, floating=True, bool_out=False, bool
     """
     if name in REGISTRY:
         raise ValueError(f"an op named {name!r} is already registered; pick another name")
+    if (export or method or inplace) and API_BUILT[0]:
+        raise ValueError(f"op {name!r}: export/method/inplace apply to the formula table "
+                         "(jitgrad/ops/formulas.py), read when jitgrad loads; call the function "
+                         "that elementwise() returns instead")
     unknown = set(partials) - set(args)
     if unknown:
         raise ValueError(f"op {name!r}: partials given for {sorted(unknown)}, which are not "
@@ -688,6 +684,7 @@ def elementwise(name, args=("x",), out=None, floating=True, bool_out=False, bool
                        bool_out=bool_out, bool_args=bool_args, node_names=node_names,
                        domain=domain, scalars=scalars, scalar_params=scalar_params,
                        bool_promotes=bool_promotes)
+    op.export, op.method, op.inplace = export, method, inplace
     REGISTRY[name] = op
 
     def fn(*operands):
@@ -698,4 +695,11 @@ def elementwise(name, args=("x",), out=None, floating=True, bool_out=False, bool
 
     fn.__name__ = fn.__qualname__ = name
     fn.op = op
+    op.function = fn
     return fn
+
+
+def exported_functions():
+    """{name: function} of the elementwise ops declared with export=True."""
+    API_BUILT[0] = True
+    return {name: op.function for name, op in REGISTRY.items() if op.export}
