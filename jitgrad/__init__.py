@@ -24,9 +24,10 @@ from .ops.methods import (add, bitwise_and, bitwise_not, bitwise_or, bitwise_xor
                           masked_fill, pow, rsub, sub)
 from .ops.reduce import (amax, amin, argmax, argmin, cumsum, logsumexp, max, mean, min, norm, prod,
                          std, sum, var)
-from .ops.shape import (broadcast_to, cat, chunk, clone, concat, expand, flatten, flip, gather,
-                        index_select, narrow, permute, reshape, select, split, squeeze, stack, t,
-                        transpose, unbind, unsqueeze)
+from .ops.indexing import gather, index_select, narrow, select
+from .ops.join import cat, chunk, concat, split, stack, unbind
+from .ops.views import (broadcast_to, clone, expand, flatten, flip, permute, reshape, squeeze, t,
+                        transpose, unsqueeze)
 from .ops.linalg import bmm, dot, matmul, mm, outer
 from .ops.nn import log_softmax, softmax
 from .kernels.cache import clear_kernel_cache, compile_stats

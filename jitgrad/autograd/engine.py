@@ -18,7 +18,8 @@ from .._node import (AccumulateGrad, GradientEdge, GraphTask, count_dependencies
 from .anomaly_mode import run_checked
 from .fusion import FusedGroup, plan
 from ..dtypes import from_np
-from ..ops.shape import sum_to_size, to_device
+from ..ops.convert import to_device
+from ..ops.views import sum_to_size
 from ..tensor import Size, Tensor, device_for, on_device
 
 

@@ -8,7 +8,8 @@ a program that runs under torch raises the same errors here.
 """
 import numpy as np
 
-from ..ops.shape import reshape, stack
+from ..ops.join import stack
+from ..ops.views import reshape
 from ..tensor import Tensor, ascontiguous
 from . import forward_ad as fwAD
 from .engine import grad as _grad

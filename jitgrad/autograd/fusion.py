@@ -17,7 +17,7 @@ from .._node import SavedTensor, count_dependencies
 from ..kernels import fuse as _fuse
 from ..kernels.cpu import check_lengths as _check_lengths
 from ..kernels.pool import empty as _empty
-from ..ops.registry import ElementwiseNode
+from ..ops.pointwise import ElementwiseNode
 from ..tensor import Tensor
 
 

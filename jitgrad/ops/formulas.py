@@ -12,7 +12,8 @@ import functools
 
 import numpy as np
 
-from .registry import FORMULA_FUNCTIONS, elementwise as _ew
+from .pointwise import FORMULA_FUNCTIONS
+from .registry import elementwise as _ew
 
 _op = functools.partial(_ew, export=True, method=True)
 _op_ = functools.partial(_op, inplace=True)

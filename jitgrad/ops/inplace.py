@@ -12,8 +12,9 @@ from .. import dtypes as _dt
 from .._dual import set_tangent
 from .._node import move_retain_grad, set_history
 from ..tensor import Tensor
-from .registry import FW, call, compute_dtype, record
-from .shape import apply_chain
+from .pointwise import call, compute_dtype
+from .record import FW, record
+from .views import apply_chain
 
 MULTI_VIEW_NODES = ("SplitBackward0", "SplitWithSizesBackward0", "UnbindBackward0")
 LEAF_MESSAGE = "a leaf Variable that requires grad is being used in an in-place operation."

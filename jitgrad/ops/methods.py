@@ -6,7 +6,7 @@ from .. import dtypes as _dt
 from ..tensor import Tensor, asarray, check_device, device as _device
 from . import formulas as E
 from . import inplace as I
-from . import linalg, nn, reduce, shape
+from . import convert, indexing, join, linalg, nn, reduce, views
 from .registry import API_BUILT, REGISTRY
 
 # ---- functions with torch's extra arguments -----------------------------------------------
@@ -97,10 +97,10 @@ def to(x, *args, **kwargs):
         elif a is not None:
             dtype = a
     dev = check_device(device) if device is not None else None
-    out = shape.to_dtype(x, dtype) if dtype is not None else x
+    out = convert.to_dtype(x, dtype) if dtype is not None else x
     if dev is not None:
-        out = shape.to_device(out, dev)
-    return shape.clone(out) if copy and out is x else out
+        out = convert.to_device(out, dev)
+    return views.clone(out) if copy and out is x else out
 
 
 # ---- in place -------------------------------------------------------------------------------
@@ -130,7 +130,7 @@ def copy_(x, src, non_blocking=False):
     if not isinstance(src, Tensor):
         raise TypeError(f"copy_(): argument 'src' must be Tensor, not {type(src).__name__}")
     if src.device != x.device and src._data.ndim:  # across devices: a differentiable transfer
-        src = shape.to_device(src, x.device)
+        src = convert.to_device(src, x.device)
     return I.inplace_elementwise(E.copy_op.op, x, src)
 
 
@@ -141,14 +141,14 @@ def masked_fill_(x, mask, value):
 
 def setitem(x, key, value):
     if isinstance(value, Tensor) or _needs_graph(x):
-        I.apply_inplace(x, lambda t: shape.index_put(t, key, value))
+        I.apply_inplace(x, lambda t: indexing.index_put(t, key, value))
         return
     I.check_writable(x)
-    k, _ = shape._norm_key(key, x._data.ndim)
+    k, _ = indexing._norm_key(key, x._data.ndim)
     try:
         x._data[k] = value
     except IndexError as e:
-        raise shape._index_error(e) from None
+        raise indexing._index_error(e) from None
     x._vc[0] += 1
 
 
@@ -184,11 +184,14 @@ def _method_table():
     for name in ("sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "var",
                  "std", "logsumexp", "norm", "cumsum"):
         m[name] = getattr(reduce, name)
-    for name in ("reshape", "view", "flatten", "squeeze", "unsqueeze", "expand", "expand_as",
-                 "broadcast_to", "transpose", "swapaxes", "permute", "t", "flip", "clone",
-                 "contiguous", "narrow", "select", "split", "chunk", "unbind", "gather",
-                 "index_select", "sum_to_size"):
-        m[name] = getattr(shape, name)
+    for module, names in (
+            (views, ("reshape", "view", "flatten", "squeeze", "unsqueeze", "expand", "expand_as",
+                     "broadcast_to", "transpose", "swapaxes", "permute", "t", "flip", "clone",
+                     "contiguous", "sum_to_size")),
+            (indexing, ("narrow", "select", "gather", "index_select")),
+            (join, ("split", "chunk", "unbind"))):
+        for name in names:
+            m[name] = getattr(module, name)
     for name in ("matmul", "mm", "bmm", "dot", "outer"):
         m[name] = getattr(linalg, name)
     m.update(softmax=nn.softmax, log_softmax=nn.log_softmax)
@@ -200,13 +203,13 @@ def _method_table():
 
 def _conversions():
     def conv(d):
-        return lambda x, memory_format=None: shape.to_dtype(x, d)
+        return lambda x, memory_format=None: convert.to_dtype(x, d)
     return dict(float=conv(_dt.float32), double=conv(_dt.float64), half=conv(_dt.float16),
                 int=conv(_dt.int32), long=conv(_dt.int64), bool=conv(_dt.bool_),
-                cpu=lambda x, memory_format=None: shape.to_device(x, check_device("cpu")),
+                cpu=lambda x, memory_format=None: convert.to_device(x, check_device("cpu")),
                 cuda=lambda x, device=None, non_blocking=False, memory_format=None:
-                shape.to_device(x, check_device("cuda" if device is None else device)),
-                type_as=lambda x, o: shape.to_device(shape.to_dtype(x, o.dtype), o.device))
+                convert.to_device(x, check_device("cuda" if device is None else device)),
+                type_as=lambda x, o: convert.to_device(convert.to_dtype(x, o.dtype), o.device))
 
 
 def _operators():
@@ -227,7 +230,7 @@ def _operators():
         "__iadd__": add_, "__isub__": sub_,
         "__imul__": lambda x, o: I.inplace_elementwise(E.mul.op, x, o),
         "__itruediv__": lambda x, o: I.inplace_elementwise(E.div.op, x, o),
-        "__getitem__": shape.getitem, "__setitem__": setitem,
+        "__getitem__": indexing.getitem, "__setitem__": setitem,
     }
 
 
@@ -235,6 +238,6 @@ def attach():
     for table in (_method_table(), _conversions(), _operators()):
         for name, fn in table.items():
             setattr(Tensor, name, fn)
-    Tensor.T = property(shape.T)
-    Tensor.mT = property(lambda x: shape.transpose(x, -2, -1))
+    Tensor.T = property(views.T)
+    Tensor.mT = property(lambda x: views.transpose(x, -2, -1))
     Tensor.__hash__ = object.__hash__

@@ -6,7 +6,8 @@ from .. import backend
 from ..tensor import Tensor, wrap_dim
 from . import formulas as E
 from .reduce import sum
-from .registry import FW, jvp, nb, record
+from .record import FW, jvp, nb, record
+from .registry import Arg, Sample, register_function
 
 
 def _softmax_backward(node, g):
@@ -77,7 +78,6 @@ def log_softmax(x, dim, dtype=None):
 
 
 # ---- registry samples ------------------------------------------------------------------------
-from .registry import Arg, Sample, register_function  # noqa: E402
 
 register_function("softmax", softmax, Sample(Arg(3, 4), 1), Sample(Arg(3, 4), 0))
 register_function("log_softmax", log_softmax, Sample(Arg(3, 4), 1), Sample(Arg(2, 3, 4), -1))
