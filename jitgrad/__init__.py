@@ -14,21 +14,20 @@ from .dtypes import (bool_ as bool, cdouble, cfloat, complex64, complex128, doub
                      float16, float32, float64, get_default_dtype, half, int, int32, int64, long,
                      set_default_dtype)
 from .tensor import Size, Tensor, device
-from .ops import methods as _methods  # noqa: F401  (attaches Tensor methods and operators)
+from .ops.methods import attach as _attach_methods
 from .ops.creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like,
                            linspace, manual_seed, ones, ones_like, rand, rand_like, randint, randn,
                            randn_like, tensor, zeros, zeros_like)
-from .ops.formulas import (abs, acos, asin, atan, atan2, clamp, clip, cos, cosh, div, eq, erf,
-                              exp, exp2, expm1, ge, gt, le, lerp, log, log1p, log2, lt, maximum,
-                              minimum, mul, ne, neg, reciprocal, relu, rsqrt, sigmoid, sign, sin,
-                              sinh, sqrt, square, tan, tanh, where)
+from .ops.formulas import clamp, clip, where
+from .ops.registry import exported_functions as _exported_functions
 from .ops.methods import (add, bitwise_and, bitwise_not, bitwise_or, bitwise_xor, logical_not,
                           masked_fill, pow, rsub, sub)
 from .ops.reduce import (amax, amin, argmax, argmin, cumsum, logsumexp, max, mean, min, norm, prod,
                          std, sum, var)
-from .ops.shape import (broadcast_to, cat, chunk, clone, concat, expand, flatten, flip, gather,
-                        index_select, narrow, permute, reshape, select, split, squeeze, stack, t,
-                        transpose, unbind, unsqueeze)
+from .ops.indexing import gather, index_select, narrow, select
+from .ops.join import cat, chunk, concat, split, stack, unbind
+from .ops.views import (broadcast_to, clone, expand, flatten, flip, permute, reshape, squeeze, t,
+                        transpose, unsqueeze)
 from .ops.linalg import bmm, dot, matmul, mm, outer
 from .ops.nn import log_softmax, softmax
 from .kernels.cache import clear_kernel_cache, compile_stats
@@ -37,7 +36,13 @@ from . import autograd, cuda, nn, ops, optim
 from .autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
                                  is_inference_mode_enabled, no_grad, set_grad_enabled)
 
-negative, absolute, multiply, divide, subtract = neg, abs, mul, div, sub
+# The formula table's public ops (entries declared with export=True), and torch's aliases.
+_attach_methods()  # Tensor methods and operators, from the op tables
+_formula_ops = _exported_functions()
+globals().update(_formula_ops)
+negative, absolute, multiply, divide = (_formula_ops[n] for n in ("neg", "abs", "mul", "div"))
+subtract = sub
+del _formula_ops
 
 
 def detach(x):
@@ -50,3 +55,26 @@ def is_tensor(obj):
 
 def numel(x):
     return x.numel()
+
+
+# The names imported above, and the formula table's public ops (read from the registry).
+__all__ = [
+    "__version__", "bool", "cdouble", "cfloat", "complex64", "complex128", "double", "dtype", "float",
+    "float16", "float32", "float64", "get_default_dtype", "half", "int", "int32", "int64",
+    "long", "set_default_dtype", "Size", "Tensor", "device", "arange", "as_tensor", "empty",
+    "empty_like", "eye", "from_numpy", "full", "full_like", "linspace", "manual_seed", "ones",
+    "ones_like", "rand", "rand_like", "randint", "randn", "randn_like", "tensor", "zeros",
+    "zeros_like", "clamp", "clip", "where", "add", "bitwise_and", "bitwise_not", "bitwise_or",
+    "bitwise_xor", "logical_not", "masked_fill", "pow", "rsub", "sub", "amax", "amin",
+    "argmax", "argmin", "cumsum", "logsumexp", "max", "mean", "min", "norm", "prod", "std",
+    "sum", "var", "broadcast_to", "cat", "chunk", "clone", "concat", "expand", "flatten",
+    "flip", "gather", "index_select", "narrow", "permute", "reshape", "select", "split",
+    "squeeze", "stack", "t", "transpose", "unbind", "unsqueeze", "bmm", "dot", "matmul", "mm",
+    "outer", "log_softmax", "softmax", "clear_kernel_cache", "compile_stats", "get_num_threads",
+    "set_num_threads", "autograd",
+    "cuda", "nn", "ops", "optim", "enable_grad", "inference_mode", "is_grad_enabled",
+    "is_inference_mode_enabled", "no_grad", "set_grad_enabled", "detach", "is_tensor", "numel",
+    "negative", "absolute", "multiply", "divide", "subtract"
+]
+__all__ += _exported_functions()
+__all__.sort(key=lambda n: (n.lower(), n))

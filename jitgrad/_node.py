@@ -6,9 +6,12 @@ saving an op's own output must not keep the output Tensor alive (it would
 make a reference cycle): an output is saved as its array plus a version
 counter and rebuilt on unpack.
 """
+import os
+import traceback
 import weakref
 
 from . import _state
+from ._dual import set_tangent
 from .errors import anomaly_hint
 from .tensor import Tensor, describe
 
@@ -25,13 +28,20 @@ INFERENCE_SAVE_MESSAGE = (
     "to get a normal tensor and use it in autograd, or use `jitgrad.no_grad()` instead of "
     "`jitgrad.inference_mode()`.")
 
-# The tensor an in-place op is about to overwrite: saving it snapshots its data.
-inplace_target = [None]
+
+_OWN_CODE = (os.path.dirname(os.path.abspath(__file__)) + os.sep, "<jitgrad ")
 
 
-def _anomaly_record():
-    from .autograd.anomaly_mode import AnomalyRecord
-    return AnomalyRecord()
+class AnomalyRecord:
+    """Where a node was made (anomaly mode): the user's forward stack, and the node
+    whose backward was running if it was made during a (nested) backward."""
+    __slots__ = ("stack", "parent")
+
+    def __init__(self):
+        # The user's frames only: jitgrad's own frames (its files and the formulas it
+        # compiles, named "<jitgrad formula ...>") say nothing about the error.
+        self.stack = [f for f in traceback.extract_stack() if not f.filename.startswith(_OWN_CODE)]
+        self.parent = _state.local.anomaly_parent
 
 
 class RemovableHandle:
@@ -65,7 +75,7 @@ class Node:
         self._seq = _state.next_seq()
         self._pre_hooks = self._hooks = self._tensor_hooks = self._retain = None
         self._metadata = self._out_meta = None
-        self._anomaly = _anomaly_record() if _state.local.anomaly else None
+        self._anomaly = AnomalyRecord() if _state.local.anomaly else None
 
     def name(self):
         return type(self).__name__
@@ -136,6 +146,29 @@ class GradientEdge(tuple):
 
     node = property(lambda self: self[0])
     output_nr = property(lambda self: self[1])
+
+
+class GraphTask:
+    """One backward pass: what will run (for multi-grad hooks and nesting)."""
+    __slots__ = ("seen", "needed", "__weakref__")
+
+    def __init__(self, seen, needed):
+        self.seen, self.needed = seen, needed
+
+
+def current_graph_task():
+    """The innermost backward pass running in this thread (None outside backward)."""
+    tasks = _state.local.graph_tasks
+    return tasks[-1] if tasks else None
+
+
+def will_execute(t):
+    """Whether the current backward pass will compute a gradient for tensor `t`."""
+    task = current_graph_task()
+    if task is None:
+        return False
+    node = t.grad_fn if t.grad_fn is not None else (t._accum() if t._accum is not None else None)
+    return node is not None and node in task.seen and (task.needed is None or node in task.needed)
 
 
 def output_meta(node, nr):
@@ -246,7 +279,7 @@ class SavedTensor:
         #  is_output, accumulator of a leaf input)
         self._meta = (t.grad_fn if not is_output else None, t.output_nr, t._rg,
                       t._fw if is_output else None, is_output, None if is_output else t._accum)
-        if inplace_target[0] is t:
+        if _state.local.inplace_target is t:
             # The op overwrites this very tensor: keep the old values, no version check.
             self._data, self._vc, self._version = t._data.copy(), None, 0
             self._tensor = None
@@ -337,7 +370,6 @@ class SavedTensor:
         if accum is not None and grad_fn is None:
             t._accum = accum  # a saved leaf (through hooks): gradients reach the same leaf
         if tangent is not None and _state.fw_level[0] is not None:
-            from .autograd.forward_ad import set_tangent
             set_tangent(t, tangent)
         return t
 

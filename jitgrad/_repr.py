@@ -3,6 +3,7 @@ notation when magnitudes span more than 1e3 (or exceed 1e8, or go below 1e-4),
 '...' summaries past 1000 elements."""
 import numpy as np
 
+from . import backend
 from . import dtypes as _dt
 
 THRESHOLD, EDGE, LINEWIDTH = 1000, 3, 80
@@ -71,7 +72,7 @@ def _body(arr, fmt, width, indent, summarize):
 def tensor_repr(t):
     arr = t._data
     suffix = []
-    if type(arr) is not np.ndarray:  # a CUDA tensor prints a host copy, as torch does
+    if not backend.is_host(arr):  # a CUDA tensor prints a host copy, as torch does
         arr = arr.get()
         suffix.append(f"device='{t.device}'")
     if arr.size == 0:

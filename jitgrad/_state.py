@@ -18,6 +18,7 @@ class _Local(threading.local):
     graph_tasks = ()        # stack of the backward passes running in this thread
     anomaly_parent = None   # the node whose backward runs (anomaly mode's nesting)
     profiler = None         # the active profiler: push(name, kind) / pop() around events
+    inplace_target = None   # the tensor an in-place op is overwriting: saving it snapshots it
 
 
 local = _Local()

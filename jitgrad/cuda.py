@@ -8,7 +8,7 @@ imported). Nothing here imports the CUDA stack until it is asked a question.
 
 def is_available():
     """True if `device="cuda"` works here."""
-    from . import _cuda
+    from . import _cuda  # the CUDA runtime loads numba: only when asked
     return _cuda.unavailable_reason() is None
 
 
@@ -17,7 +17,7 @@ def device_count():
 
 
 def _numba_cuda():
-    from . import _cuda
+    from . import _cuda  # the CUDA runtime loads numba: only when asked
     return _cuda.cuda()
 
 
@@ -39,38 +39,38 @@ def get_device_name(device=None):
 
 def is_simulator():
     """True when kernels run under Numba's CUDA simulator (no GPU involved)."""
-    from . import _cuda
+    from . import _cuda  # the CUDA runtime loads numba: only when asked
     return is_available() and _cuda.simulator()
 
 
 def host_fallbacks():
     """{numpy function: calls} that ran on the host for lack of a CUDA kernel
     (each warns once). A training step of the documented ops makes none."""
-    from ._cuda.array import host_fallbacks as counts
+    from ._cuda.array import host_fallbacks as counts  # the CUDA runtime loads numba: only when asked
     return counts()
 
 
 def memory_allocated(device=None):
     """Bytes of device memory held by live tensors (rounded to jitgrad's size classes)."""
-    from ._cuda.memory import pool_stats
+    from ._cuda.memory import pool_stats  # the CUDA runtime loads numba: only when asked
     return pool_stats()["in_use"]
 
 
 def memory_reserved(device=None):
     """Bytes held by jitgrad's memory pool: live tensors plus freed buffers kept for reuse."""
-    from ._cuda.memory import pool_stats
+    from ._cuda.memory import pool_stats  # the CUDA runtime loads numba: only when asked
     stats = pool_stats()
     return stats["in_use"] + stats["free"]
 
 
 def empty_cache():
     """Give the pool's unused buffers back to the driver (live tensors keep theirs)."""
-    from ._cuda.memory import empty_cache as release
+    from ._cuda.memory import empty_cache as release  # the CUDA runtime loads numba: only when asked
     release()
 
 
 def __getattr__(name):
     if name == "OutOfMemoryError":
-        from ._cuda.memory import OutOfMemoryError
+        from ._cuda.memory import OutOfMemoryError  # the CUDA runtime loads numba: only when asked
         return OutOfMemoryError
     raise AttributeError(f"module 'jitgrad.cuda' has no attribute '{name}'")

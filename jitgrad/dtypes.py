@@ -137,3 +137,22 @@ def result_np(tensors_np, zero_dim_np, scalars):
         if out is None or _CAT[g] > _CAT[out]:
             out = g
     return out
+
+
+_F32 = np.dtype(np.float32)
+
+
+def kernel_dtypes(name, tensors_np, zero_dim_np, scalars, floating, bool_promotes):
+    """(kernel dtype, result dtype) of elementwise op `name` under torch's promotion:
+    `floating` ops compute integers and bools in the default float dtype,
+    `bool_promotes` ops compute bools in int64."""
+    res = result_np(tensors_np, zero_dim_np, scalars)
+    if res.kind == "c":
+        raise TypeError(f"{name}: complex tensors are not supported by jitgrad's kernels; "
+                        "work on the real and imaginary parts as float tensors")
+    if floating and res.kind in "biu":
+        res = _default.float.np
+    elif res.kind == "b" and bool_promotes:
+        res = np.dtype(np.int64)
+    # float16 computes in float32 (Numba's CPU target has no float16 arithmetic).
+    return (_F32 if res == np.float16 else res), res

@@ -9,7 +9,9 @@ import warnings
 import numpy as np
 
 from . import _state
+from . import backend
 from . import dtypes as _dt
+from ._repr import tensor_repr
 
 
 NON_LEAF_GRAD_WARNING = (
@@ -75,8 +77,7 @@ def check_device(spec):
     d = device(spec)
     if d.type == "cpu":
         return CPU
-    from . import _cuda
-    reason = _cuda.unavailable_reason()
+    reason = backend.cuda.unavailable_reason()
     if reason is not None:
         raise RuntimeError(f"cannot use device '{d}': {reason}")
     if d.index not in (None, 0):
@@ -85,20 +86,20 @@ def check_device(spec):
     return CUDA0
 
 
+def device_for(array_type):
+    """The device whose arrays are of `array_type` (the type a node's metadata keeps)."""
+    return CPU if backend.is_host_type(array_type) else CUDA0
+
+
 def on_device(arr, dev):
     """`arr` (a numpy or device array) moved to device `dev` (a checked device)."""
-    if dev.type == "cpu":
-        return arr if type(arr) is np.ndarray else arr.get()
-    if type(arr) is np.ndarray:
-        from ._cuda.array import to_device
-        return to_device(arr)
-    return arr
+    return backend.move(arr, dev.type)
 
 
 def asarray(v, dtype=None):
     """`v` as an array on the device it is on (numpy reductions may give scalars:
     those become 0-d host arrays)."""
-    if type(v) is np.ndarray or getattr(v, "on_device", False):
+    if backend.is_array(v):
         return v if dtype is None else v.astype(dtype, copy=False)
     return np.asarray(v, dtype)
 
@@ -120,7 +121,7 @@ class Tensor:
     __array_priority__ = 1000
 
     def __init__(self, data, requires_grad=False):
-        if type(data) is not np.ndarray and not getattr(data, "on_device", False):
+        if not backend.is_array(data):
             # numpy scalars (e.g. a full reduction) keep their dtype; Python data
             # takes the default float dtype, as torch.Tensor(data) does.
             data = np.asarray(data) if isinstance(data, np.generic) else \
@@ -147,11 +148,11 @@ class Tensor:
 
     @property
     def device(self):
-        return CPU if type(self._data) is np.ndarray else CUDA0
+        return CPU if backend.is_host(self._data) else CUDA0
 
     @property
     def is_cuda(self):
-        return type(self._data) is not np.ndarray
+        return not backend.is_host(self._data)
 
     @property
     def ndim(self):
@@ -298,7 +299,7 @@ class Tensor:
         if self._rg and not force:
             raise RuntimeError(
                 "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
-        if type(self._data) is not np.ndarray:
+        if not backend.is_host(self._data):
             if force:
                 return self._data.get()
             raise TypeError("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() "
@@ -306,7 +307,7 @@ class Tensor:
         return self._data
 
     def __array__(self, dtype=None, copy=None):
-        if type(self._data) is not np.ndarray:
+        if not backend.is_host(self._data):
             raise TypeError("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() "
                             "to copy the tensor to host memory first.")
         if dtype is not None and np.dtype(dtype) != self._data.dtype:
@@ -326,7 +327,7 @@ class Tensor:
     def __bool__(self):
         if self._data.size != 1:
             raise RuntimeError(
-                f"Boolean value of Tensor with more than one value is ambiguous")
+                "Boolean value of Tensor with more than one value is ambiguous")
         return bool(self._data.reshape(()).item())
 
     def __float__(self):
@@ -343,7 +344,6 @@ class Tensor:
     __hash__ = object.__hash__
 
     def __repr__(self):
-        from ._repr import tensor_repr
         return tensor_repr(self)
 
     def __reduce_ex__(self, protocol):
@@ -351,7 +351,7 @@ class Tensor:
 
     # ---- autograd entry points ---------------------------------------------------
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        from .autograd.engine import backward
+        from .autograd.engine import backward  # the engine sits above the tensor layer
         backward((self,), None if gradient is None else (gradient,), retain_graph, create_graph,
                  inputs=inputs)
 

@@ -2,6 +2,8 @@
 formula ufuncs (kernels/cpu.py) by their formula, numpy's from a table."""
 import numpy as np
 
+from ..kernels.cpu import FORMULAS
+from ..kernels.expr import to_scalar_code
 from . import kernels as K
 
 # Scalar code per numpy ufunc ({0}, {1}: operands); others run on the host.
@@ -28,8 +30,6 @@ def ufunc_code(ufunc):
     got = _formula_code.get(ufunc)
     if got is not None:
         return got
-    from ..kernels.cpu import FORMULAS
-    from ..kernels.expr import to_scalar_code
     meta = FORMULAS.get(ufunc)
     if meta is not None:
         args, body, prefix, compute = meta

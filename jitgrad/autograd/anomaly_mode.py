@@ -1,7 +1,6 @@
 """Anomaly detection: nodes remember the forward stack that made them; a
 failing backward node reports it, and with check_nan a NaN gradient raises.
 Nodes recorded under anomaly mode are never fused (each must be checked)."""
-import os
 import traceback
 import warnings
 
@@ -70,21 +69,6 @@ def is_anomaly_enabled():
 
 def is_anomaly_check_nan_enabled():
     return _state.local.anomaly_check_nan
-
-
-_OWN_CODE = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep, "<jitgrad ")
-
-
-class AnomalyRecord:
-    """Where a node was made: the user's forward stack, and the node whose
-    backward was running if it was made during a (nested) backward."""
-    __slots__ = ("stack", "parent")
-
-    def __init__(self):
-        # The user's frames only: jitgrad's own frames (its files and the formulas it
-        # compiles, named "<jitgrad formula ...>") say nothing about the error.
-        self.stack = [f for f in traceback.extract_stack() if not f.filename.startswith(_OWN_CODE)]
-        self.parent = _state.local.anomaly_parent
 
 
 def reports(node):

@@ -13,11 +13,14 @@ import math
 import numpy as np
 
 from .. import _state
-from .._node import AccumulateGrad, GradientEdge, count_dependencies, edge_of, output_meta
+from .._node import (AccumulateGrad, GradientEdge, GraphTask, count_dependencies, edge_of,
+                     output_meta)
 from .anomaly_mode import run_checked
-from .fusion import FusedGroup
+from .fusion import FusedGroup, plan
 from ..dtypes import from_np
-from ..tensor import CPU, CUDA0, Size, Tensor, on_device
+from ..ops.convert import to_device
+from ..ops.views import sum_to_size
+from ..tensor import Size, Tensor, device_for, on_device
 
 
 def _make_roots(outputs, grads, who):
@@ -64,9 +67,7 @@ def _make_roots(outputs, grads, who):
 def _filled(meta, fill):
     """`fill(shape, dtype)` (np.ones or np.zeros) as a tensor on the device of `meta`."""
     shape, dtype, array_type = meta
-    if array_type is np.ndarray:
-        return Tensor(fill(shape, dtype))
-    return Tensor(on_device(fill(shape, dtype), CUDA0))
+    return Tensor(on_device(fill(shape, dtype), device_for(array_type)))
 
 
 def _normalize(tensors):
@@ -158,8 +159,7 @@ def _fit(node, i, g, meta):
     dimensions and cast the dtype back to the input's (the one place for both)."""
     shape, dt, array_type = meta
     if type(g._data) is not array_type:  # e.g. a CPU scalar tensor used in a CUDA op
-        from ..ops.shape import to_device
-        g = to_device(g, CPU if array_type is np.ndarray else CUDA0)
+        g = to_device(g, device_for(array_type))
     arr = g._data
     if arr.shape != shape:
         lead = arr.ndim - len(shape)
@@ -168,7 +168,6 @@ def _fit(node, i, g, meta):
                 f"Function {node.name()} returned an invalid gradient at index {i} - got "
                 f"{list(arr.shape)} but expected shape compatible with {list(shape)}")
         if _tensor_path():
-            from ..ops.reduce import sum_to_size
             g = sum_to_size(g, shape)
         else:
             axes = tuple(range(lead)) + tuple(lead + k for k, s in enumerate(shape)
@@ -225,29 +224,6 @@ def _node_pre_hooks(node, grads):
     return grads
 
 
-class _GraphTask:
-    """One backward pass: what will run (for multi-grad hooks and nesting)."""
-    __slots__ = ("seen", "needed", "__weakref__")
-
-    def __init__(self, seen, needed):
-        self.seen, self.needed = seen, needed
-
-
-def current_graph_task():
-    """The innermost backward pass running in this thread (None outside backward)."""
-    tasks = _state.local.graph_tasks
-    return tasks[-1] if tasks else None
-
-
-def will_execute(t):
-    """Whether the current backward pass will compute a gradient for tensor `t`."""
-    task = current_graph_task()
-    if task is None:
-        return False
-    node = t.grad_fn if t.grad_fn is not None else (t._accum() if t._accum is not None else None)
-    return node is not None and node in task.seen and (task.needed is None or node in task.needed)
-
-
 def _needed_nodes(roots, targets):
     """Nodes with a target at or below them (the only ones worth running)."""
     target_nodes = {n for n, _ in targets}
@@ -294,7 +270,6 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
     owner = None
     anomaly = _state.local.anomaly  # as torch: checked if on while backward runs
     if _state.local.fusion and not create_graph and not anomaly and _state.fw_level[0] is None:
-        from .fusion import plan
         excluded = set() if targets is None else {n for n, _ in targets}
         if needed is not None:
             excluded |= seen - needed
@@ -314,7 +289,7 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
     local = _state.local
     prev_grad_mode = local.grad_enabled
     local.grad_enabled = create_graph
-    local.graph_tasks = local.graph_tasks + (_GraphTask(seen, needed),)
+    local.graph_tasks = local.graph_tasks + (GraphTask(seen, needed),)
     filtered = needed is not None
     prof = local.profiler
     heappop, heappush = heapq.heappop, heapq.heappush

@@ -6,16 +6,12 @@ backward (see `jvp` calls in ops/). Tangents live on the tensors; leaving a
 `dual_level` drops them all.
 """
 import collections
-import weakref
 
 from .. import _state
+from .._dual import drop_tangents, set_tangent
 from ..tensor import Tensor
 
 UnpackedDualTensor = collections.namedtuple("UnpackedDualTensor", ["primal", "tangent"])
-
-# Every tensor given a tangent at the current level, by id (a WeakSet would compare
-# tensors with ==, which is elementwise).
-_duals = {}
 
 
 def enter_dual_level():
@@ -29,11 +25,7 @@ def exit_dual_level(*, level=None):
     if _state.fw_level[0] is None:
         raise RuntimeError("Trying to exit a forward AD level that was not the last one that "
                            "was created. This is not supported.")
-    for ref in list(_duals.values()):
-        t = ref()
-        if t is not None:
-            t._fw = None
-    _duals.clear()
+    drop_tangents()
     _state.fw_level[0] = None
 
 
@@ -64,13 +56,6 @@ def _check_level(level, who):
     if level is not None and level != _state.fw_level[0]:
         raise RuntimeError(f"{who}: level {level} is not the active dual level "
                            f"({_state.fw_level[0]})")
-
-
-def set_tangent(t, tangent):
-    t._fw = tangent
-    key = id(t)
-    if key not in _duals:
-        _duals[key] = weakref.ref(t, lambda _, key=key: _duals.pop(key, None))
 
 
 def make_dual(tensor, tangent, *, level=None):

@@ -12,9 +12,10 @@ import threading
 import numpy as np
 
 from .. import _state
+from .._dual import set_tangent
 from .._node import EMPTY_SAVED, Node, SavedTensor, edge_of
 from ..ops.inplace import VIEW_OF_LEAF_MESSAGE, move_history
-from ..tensor import CPU, CUDA0, Tensor, on_device
+from ..tensor import Tensor, device_for, on_device
 
 
 class FunctionCtx:
@@ -63,7 +64,7 @@ class BackwardCFunction(FunctionCtx, Node):
         grads = list(grads) + [None] * (len(self._out_meta) - len(grads))
         if self.materialize_grads:
             grads = [g if g is not None or m is None else
-                     Tensor(on_device(np.zeros(m[0], m[1]), CPU if m[2] is np.ndarray else CUDA0))
+                     Tensor(on_device(np.zeros(m[0], m[1]), device_for(m[2])))
                      for g, m in zip(grads, self._out_meta)]
         result = _on_fresh_stack(cls.backward, self, *grads) if _stack_is_deep() else \
             cls.backward(self, *grads)
@@ -293,7 +294,6 @@ def _wire(ctx, args, outputs, record):
 
 def _forward_tangents(cls, ctx, args, outputs):
     """Forward AD through a custom Function: its `jvp(ctx, *tangents)`."""
-    from .forward_ad import set_tangent
     tangents = [None if not isinstance(a, Tensor) else
                 a._fw if a._fw is not None else Tensor(np.zeros_like(a._data)) for a in args]
     prev, _state.fw_level[0] = _state.fw_level[0], None

@@ -8,6 +8,8 @@ a program that runs under torch raises the same errors here.
 """
 import numpy as np
 
+from ..ops.join import stack
+from ..ops.views import reshape
 from ..tensor import Tensor, ascontiguous
 from . import forward_ad as fwAD
 from .engine import grad as _grad
@@ -285,7 +287,6 @@ def _jacobian_forward(func, xs, strict):
 
 
 def _stack(rows, shape, o, x):
-    from ..ops.shape import reshape, stack
     return reshape(stack(rows, 0), shape) if rows else Tensor(np.zeros(shape, x._data.dtype, like=x._data))
 
 

@@ -11,13 +11,13 @@ as usual; fan-out inside a group is summed in the kernel.
 """
 import numpy as np
 
-from .. import _state
+from .. import _state, backend
 from ..errors import size_mismatch
 from .._node import SavedTensor, count_dependencies
 from ..kernels import fuse as _fuse
 from ..kernels.cpu import check_lengths as _check_lengths
 from ..kernels.pool import empty as _empty
-from ..ops.registry import ElementwiseNode
+from ..ops.pointwise import ElementwiseNode
 from ..tensor import Tensor
 
 
@@ -204,15 +204,15 @@ class FusedGroup:
                     args.append(kdt.type(s) if not isinstance(s, bool) else s)
             if self.kernel_spec[1][k][3]:
                 args.append(_flat(m._out.data(m), shape, n, kdt))
-        ref = next((a for a in args[1:] if hasattr(a, "flat_view")), None)
+        ref = backend.first_device_array(args[1:])
         if ref is None:  # host arrays
             outs = [_empty(n, kdt) for _ in self.slot_meta]
             parallel = n >= _fuse.PARALLEL_MIN_ELEMENTS and _fuse.parallel_enabled()
             _fuse.fused_kernel(self.kernel_spec, tuple(gin_kinds), parallel)(*args, *outs)
         else:  # CUDA: the same group as a grid-stride kernel
-            from .._cuda import kernels as _ck
+            _ck = backend.cuda.kernels()
             outs = [np.empty(n, kdt, like=ref) for _ in self.slot_meta]
-            flat = [a.flat_view() if hasattr(a, "flat_view") else a for a in args[1:] + outs]
+            flat = backend.kernel_args(args[1:] + outs)
             _check_lengths(n, flat, "fused backward kernel")
             _ck.run(_ck.fused(self.kernel_spec, tuple(gin_kinds)), n, *flat)
         if not retain_graph:

@@ -12,8 +12,11 @@ import warnings
 
 import numpy as np
 
-from .. import _state
+from .. import _state, backend
+from .. import dtypes as _dt
+from ..ops.creation import rand
 from ..tensor import Tensor
+from . import forward_ad as fwAD
 from .engine import grad as _grad
 
 
@@ -287,7 +290,6 @@ def _forward_jacobian(func, inputs, func_out, all_u=None):
     at a time, or with all_u the product J u_i (flattened). Every input that
     requires grad enters as a dual of its detached value (zero tangent but for
     the one being differentiated), as torch does."""
-    from . import forward_ad as fwAD
     idxs = _diff_input_indices(inputs)
     out_pos = _diff_output_positions(func_out)
     primals = [inputs[i].detach() for i in idxs]
@@ -328,7 +330,6 @@ def _forward_jacobian(func, inputs, func_out, all_u=None):
 def _test_undefined_forward_mode(func, inputs, func_out):
     """A dual input with a zero tangent and a plain (tangent-less) input must
     give the same output tangents."""
-    from . import forward_ad as fwAD
     idxs = _diff_input_indices(inputs)
     out_pos = _diff_output_positions(func_out)
     rng = np.random.default_rng(_FAST_SEED)
@@ -592,8 +593,8 @@ def _through_device(func, inputs):
     and `func` called on differentiable device copies of them (so backward and
     forward AD run through the device ops), its outputs copied back."""
     devices = [t.device if isinstance(t, Tensor) else None for t in inputs]
-    host = tuple(t.detach().cpu().requires_grad_(t._rg) if isinstance(t, Tensor) and t.is_cuda
-                 else t for t in inputs)
+    host = tuple(t.detach().cpu().requires_grad_(t._rg)
+                 if isinstance(t, Tensor) and not backend.is_host(t._data) else t for t in inputs)
 
     def on_device(*args):
         out = func(*[a.to(d) if d is not None and a.device != d else a
@@ -608,7 +609,7 @@ def _gradcheck_helper(func, inputs, eps, atol, rtol, nondet_tol, check_undefined
                       check_grad_dtypes, check_forward_ad, check_backward_ad, fast_mode, masked):
     inputs = _as_tuple(inputs)
     _check_inputs(inputs)
-    if any(isinstance(t, Tensor) and t.is_cuda for t in inputs):
+    if any(isinstance(t, Tensor) and not backend.is_host(t._data) for t in inputs):
         func, inputs = _through_device(func, inputs)
     if not _state.local.grad_enabled:
         raise RuntimeError("gradcheck needs grad mode to build the graph it differentiates, but "
@@ -699,7 +700,6 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
 
 
 def _random_grad_output(o, noncontiguous):
-    from ..ops.creation import rand
     dt = o._data.dtype if o._data.dtype.kind in "fc" else np.dtype(np.float64)
     shape = o._data.shape
     if noncontiguous and len(shape) > 0:
@@ -711,7 +711,6 @@ def _random_grad_output(o, noncontiguous):
 
 
 def _jg_dtype(np_dtype):
-    from .. import dtypes as _dt
     return _dt.from_np(np.dtype(np_dtype))
 
 

@@ -4,7 +4,8 @@ import threading
 import weakref
 
 from .. import _state
-from .._node import GradientEdge, Node, RemovableHandle, _handle_ids, gradient_edge
+from .._node import (GradientEdge, Node, RemovableHandle, _handle_ids, current_graph_task,
+                     gradient_edge, will_execute)
 from ..tensor import Tensor, on_device
 
 __all__ = ["Node", "GradientEdge", "get_gradient_edge", "increment_version",
@@ -212,7 +213,6 @@ def register_multi_grad_hook(tensors, fn, *, mode="all"):
     ready, with `fn(grads)` (None for tensors it does not reach);
     mode="any": on the first gradient computed, with `fn(grad)`.
     """
-    from .engine import current_graph_task, will_execute
     if mode not in ("all", "any"):
         raise ValueError(f"Expects mode to be one of ('all', 'any') but got {mode}")
     tensors = tuple(tensors)

@@ -26,6 +26,7 @@ import warnings
 from .. import _state
 from . import threads
 from .._version import __version__
+from .pool import clear_pool
 
 _memory = {}
 _stats = {"kernels_compiled": 0, "compile_seconds": 0.0, "disk_hits": 0, "disk_misses": 0,
@@ -241,7 +242,6 @@ def compile_stats():
 def clear_kernel_cache(disk=False):
     """Forget compiled kernels in memory (and, with disk=True, on disk) and
     release the pooled array buffers."""
-    from .pool import clear_pool
     _memory.clear()
     for fn in _clear_callbacks:
         fn()

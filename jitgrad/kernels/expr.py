@@ -108,7 +108,7 @@ def vmath_functions():
         if os.environ.get("JITGRAD_VMATH", "1") == "0":
             _vmath.append(({}, ""))
         else:
-            from . import vmath
+            from . import vmath  # large: compiled only when a formula needs it
             _vmath.append((vmath.FUNCTIONS, vmath.SOURCE_HASH))
     return _vmath[0]
 

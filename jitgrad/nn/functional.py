@@ -4,10 +4,11 @@ import numpy as np
 
 from .. import _state
 from ..ops import formulas as E
-from ..ops import linalg, reduce, shape
+from ..ops import indexing, linalg, reduce, views
 from ..ops.creation import _gen, zeros_like
 from ..ops.nn import log_softmax, softmax
-from ..ops.registry import record
+from ..ops.record import record
+from ..ops.registry import Arg, Sample, register_function
 from ..tensor import Tensor, on_device
 
 relu = E.relu
@@ -31,7 +32,7 @@ def gelu(input, approximate="none"):
 
 
 def linear(input, weight, bias=None):
-    out = linalg.matmul(input, shape.t(weight) if weight.ndim == 2 else weight)
+    out = linalg.matmul(input, views.t(weight) if weight.ndim == 2 else weight)
     return out if bias is None else out + bias
 
 
@@ -79,11 +80,11 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     safe = Tensor(t * valid)  # ignored entries gather class 0, then get weight 0
     w = Tensor(valid.astype(input._data.dtype))
     if weight is not None:
-        w = w * shape.index_select(weight, 0, safe.reshape(-1)).reshape(safe.shape)
+        w = w * indexing.index_select(weight, 0, safe.reshape(-1)).reshape(safe.shape)
     # One NllLossBackward0 node, as torch, so that its gradient can be linked to the
     # input (see _nll_loss_backward); forward AD still runs through the ops below.
     with _state.grad_disabled():
-        picked = shape.squeeze(shape.gather(input, class_dim, shape.unsqueeze(safe, class_dim)),
+        picked = views.squeeze(indexing.gather(input, class_dim, views.unsqueeze(safe, class_dim)),
                                class_dim)
         loss = -picked * w
         out = reduce.sum(loss) / reduce.sum(w) if reduction == "mean" else _reduce(loss, reduction)
@@ -97,8 +98,8 @@ def _nll_loss_backward(node, g):
     (x,) = node.saved()
     if reduction == "mean":
         g = g / reduce.sum(w)
-    src = shape.unsqueeze(-w * g, class_dim)
-    grad = shape.scatter_add_zeros(src, class_dim, shape.unsqueeze(index, class_dim), x.shape)
+    src = views.unsqueeze(-w * g, class_dim)
+    grad = indexing.scatter_add_zeros(src, class_dim, views.unsqueeze(index, class_dim), x.shape)
     # torch's nll_loss backward is a function of the input too, with derivative 0
     # (NllLossBackwardBackward0): with create_graph=True the gradient is linked to
     # it, so a gradient penalty through nll_loss differentiates to 0, not an error.
@@ -114,7 +115,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     logp = log_softmax(input, class_dim)
     if target._data.dtype.kind == "f":  # class probabilities
         if weight is not None:
-            logp = logp * shape.reshape(weight, [-1] + [1] * (input.ndim - class_dim - 1))
+            logp = logp * views.reshape(weight, [-1] + [1] * (input.ndim - class_dim - 1))
         if label_smoothing:
             target = target * (1 - label_smoothing) + label_smoothing / input.shape[class_dim]
         return _reduce(-reduce.sum(logp * target, class_dim), reduction)
@@ -179,7 +180,6 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 
 # ---- registry samples ("nn.functional." names the torch counterpart) ---------------------------
-from ..ops.registry import Arg, Sample, register_function  # noqa: E402
 
 register_function("nn.functional.linear", linear, Sample(Arg(3, 4), Arg(2, 4), Arg(2)),
                   Sample(Arg(5, 3, 4), Arg(2, 4)))

@@ -19,6 +19,7 @@ import warnings
 
 import numpy as np
 
+from .. import _state
 from ..ops.creation import _gen
 from ..ops.inplace import check_writable
 from ..tensor import Tensor
@@ -85,7 +86,6 @@ def _fill(tensor, values):
 
 
 def _check_writable(tensor):
-    from .. import _state
     loc = _state.local
     prev, loc.grad_enabled = loc.grad_enabled, False
     try:

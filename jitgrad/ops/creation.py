@@ -1,6 +1,7 @@
 """Factories and the random generator."""
 import numpy as np
 
+from .. import backend
 from .. import dtypes as _dt
 from ..tensor import Tensor, check_device, on_device
 
@@ -131,11 +132,8 @@ def _filled(shape, np_dt, value, device, requires_grad):
     """A new tensor of `shape` filled with `value` (None: uninitialized), made
     directly on its device."""
     dev = check_device(device)
-    if dev.type == "cuda":
-        from .._cuda import array
-        arr = array.empty(shape, np_dt) if value is None else array.full(shape, value, np_dt)
-    else:
-        arr = np.empty(shape, np_dt) if value is None else np.full(shape, value, np_dt)
+    dev_backend = backend.named(dev.type)
+    arr = dev_backend.empty(shape, np_dt) if value is None else dev_backend.full(shape, value, np_dt)
     return _finish(arr, None, dev, requires_grad)
 
 

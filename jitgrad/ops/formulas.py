@@ -3,38 +3,48 @@
 `out` is the forward formula; each keyword named after an operand is the
 partial derivative of `out` with respect to it. Operands: x, y, (w); `out`
 is the forward result. Functions: see kernels/expr.py MATH.
-"""
-import types
 
+An entry made with `_op` is public: `jitgrad.<name>` and `Tensor.<name>`;
+`_op_` adds the in-place `Tensor.<name>_` (as torch's trailing underscore).
+`_ew` entries are internal kernels that public functions elsewhere wrap.
+"""
+import functools
+
+import numpy as np
+
+from .pointwise import FORMULA_FUNCTIONS
 from .registry import elementwise as _ew
+
+_op = functools.partial(_ew, export=True, method=True)
+_op_ = functools.partial(_op, inplace=True)
 
 _XY = ("x", "y")
 LN2 = "0.6931471805599453"
 
 # ---- unary, floating (integer inputs compute in the default float dtype) --------
-exp = _ew("exp", out="exp(x)", x="out")
-exp2 = _ew("exp2", out="exp2(x)", x=f"out * {LN2}")
-log = _ew("log", out="log(x)", x="1 / x", domain=(0.1, 3.0))
-log2 = _ew("log2", out="log2(x)", x=f"1 / (x * {LN2})", domain=(0.1, 3.0))
-log1p = _ew("log1p", out="log1p(x)", x="1 / (1 + x)", domain=(-0.9, 3.0),
+exp = _op_("exp", out="exp(x)", x="out")
+exp2 = _op_("exp2", out="exp2(x)", x=f"out * {LN2}")
+log = _op_("log", out="log(x)", x="1 / x", domain=(0.1, 3.0))
+log2 = _op_("log2", out="log2(x)", x=f"1 / (x * {LN2})", domain=(0.1, 3.0))
+log1p = _op_("log1p", out="log1p(x)", x="1 / (1 + x)", domain=(-0.9, 3.0),
              node_names={(True,): "Log1PBackward0"})
-expm1 = _ew("expm1", out="expm1(x)", x="out + 1")
-sqrt = _ew("sqrt", out="sqrt(x)", x="0.5 / out", domain=(0.1, 3.0))
-rsqrt = _ew("rsqrt", out="1 / sqrt(x)", x="-0.5 * out * out * out", domain=(0.1, 3.0))
-sin = _ew("sin", out="sin(x)", x="cos(x)")
-cos = _ew("cos", out="cos(x)", x="-sin(x)")
-tan = _ew("tan", out="tan(x)", x="1 + out * out", domain=(-1.2, 1.2))
-asin = _ew("asin", out="asin(x)", x="1 / sqrt(1 - x * x)", domain=(-0.9, 0.9))
-acos = _ew("acos", out="acos(x)", x="-1 / sqrt(1 - x * x)", domain=(-0.9, 0.9))
-atan = _ew("atan", out="atan(x)", x="1 / (1 + x * x)")
-sinh = _ew("sinh", out="sinh(x)", x="cosh(x)")
-cosh = _ew("cosh", out="cosh(x)", x="sinh(x)")
-tanh = _ew("tanh", out="tanh(x)", x="1 - out * out")
+expm1 = _op_("expm1", out="expm1(x)", x="out + 1")
+sqrt = _op_("sqrt", out="sqrt(x)", x="0.5 / out", domain=(0.1, 3.0))
+rsqrt = _op_("rsqrt", out="1 / sqrt(x)", x="-0.5 * out * out * out", domain=(0.1, 3.0))
+sin = _op_("sin", out="sin(x)", x="cos(x)")
+cos = _op_("cos", out="cos(x)", x="-sin(x)")
+tan = _op_("tan", out="tan(x)", x="1 + out * out", domain=(-1.2, 1.2))
+asin = _op_("asin", out="asin(x)", x="1 / sqrt(1 - x * x)", domain=(-0.9, 0.9))
+acos = _op_("acos", out="acos(x)", x="-1 / sqrt(1 - x * x)", domain=(-0.9, 0.9))
+atan = _op_("atan", out="atan(x)", x="1 / (1 + x * x)")
+sinh = _op_("sinh", out="sinh(x)", x="cosh(x)")
+cosh = _op_("cosh", out="cosh(x)", x="sinh(x)")
+tanh = _op_("tanh", out="tanh(x)", x="1 - out * out")
 # Two branches so exp never overflows: exp(-x) for x >= 0, exp(x) otherwise.
-sigmoid = _ew("sigmoid", out="where(x >= 0, 1 / (1 + exp(-x)), exp(x) / (1 + exp(x)))",
+sigmoid = _op_("sigmoid", out="where(x >= 0, 1 / (1 + exp(-x)), exp(x) / (1 + exp(x)))",
               x="out * (1 - out)")
-reciprocal = _ew("reciprocal", out="1 / x", x="-out * out", domain=(0.5, 2.0))
-erf = _ew("erf", out="erf(x)", x="1.1283791670955126 * exp(-x * x)")
+reciprocal = _op_("reciprocal", out="1 / x", x="-out * out", domain=(0.5, 2.0))
+erf = _op_("erf", out="erf(x)", x="1.1283791670955126 * exp(-x * x)")
 # softplus(x) = log(1 + exp(beta x)) / beta, linear above threshold (torch's rule).
 # The slope is sigmoid(beta x) as e / (1 + e): `1 - 1 / (1 + e)` cancels to 0 in the
 # tail (float32 from x = -17, float64 from -37) where the true slope is e.
@@ -53,23 +63,23 @@ _gelu_tanh = _ew("gelu_tanh",
                  node_names={(True,): "GeluBackward0"})
 
 # ---- unary, dtype-preserving ------------------------------------------------------
-neg = _ew("neg", out="-x", x="-1", floating=False)
-abs = _ew("abs", out="abs(x)", x="sign(x)", floating=False)  # sign(nan) = 0: slope 0 at nan
-sign = _ew("sign", out="sign(x)", x="0", floating=False)
-square = _ew("square", out="x * x", x="2 * x", floating=False, bool_promotes=True,
+neg = _op_("neg", out="-x", x="-1", floating=False)
+abs = _op_("abs", out="abs(x)", x="sign(x)", floating=False)  # sign(nan) = 0: slope 0 at nan
+sign = _op_("sign", out="sign(x)", x="0", floating=False)
+square = _op_("square", out="x * x", x="2 * x", floating=False, bool_promotes=True,
              node_names={(True,): "PowBackward0"})
 # Slope 1 at nan (torch's threshold_backward tests out <= 0). sign(out) is that 0,
 # written as a function of out so that a gradient taken with create_graph=True
 # stays connected to the graph (torch: ThresholdBackwardBackward0): gradient
 # penalties through relu get their zero second derivative instead of an error.
-relu = _ew("relu", out="where(x < 0, 0, x)", x="where(out <= 0, sign(out), 1)", floating=False)
+relu = _op_("relu", out="where(x < 0, 0, x)", x="where(out <= 0, sign(out), 1)", floating=False)
 
 # ---- binary -------------------------------------------------------------------------
 add = _ew("add", _XY, out="x + y", x="1", y="1", floating=False)
 sub = _ew("sub", _XY, out="x - y", x="1", y="-1", floating=False, scalar_params=("x",),
           node_names={(False, True): "RsubBackward1"})
-mul = _ew("mul", _XY, out="x * y", x="y", y="x", floating=False)
-div = _ew("div", _XY, out="x / y", x="1 / y", y="-out / y", domain=(0.5, 2.0))
+mul = _op_("mul", _XY, out="x * y", x="y", y="x", floating=False)
+div = _op_("div", _XY, out="x / y", x="1 / y", y="-out / y", domain=(0.5, 2.0))
 # torch: d/dx is 0 where the exponent is 0; d/dy is 0 where x == 0 and y >= 0.
 pow = _ew("pow", _XY, out="x ** y", floating=False, domain=(0.5, 2.0),
           x="where(y == 0, 0, y * x ** (y - 1))",
@@ -77,14 +87,14 @@ pow = _ew("pow", _XY, out="x ** y", floating=False, domain=(0.5, 2.0),
           node_names={(True, False): "PowBackward0", (True, True): "PowBackward1",
                       (False, True): "PowBackward2"}, scalar_params=("x", "y"))
 # torch: both partials are 0 where x * x + y * y is 0 (the origin, or squares that underflow).
-atan2 = _ew("atan2", _XY, out="atan2(x, y)", domain=(0.5, 2.0),
+atan2 = _op("atan2", _XY, out="atan2(x, y)", domain=(0.5, 2.0),
             x="y * where(x * x + y * y == 0, 0, 1 / (x * x + y * y))",
             y="-x * where(x * x + y * y == 0, 0, 1 / (x * x + y * y))")
 # NaN propagates (the last branch picks whichever is NaN); ties split the gradient, and
 # where either is NaN both get it (torch masks only the strictly smaller / larger side).
-maximum = _ew("maximum", _XY, out="where(x > y, x, where(x < y, y, where(x != x, x, y)))", floating=False,
+maximum = _op("maximum", _XY, out="where(x > y, x, where(x < y, y, where(x != x, x, y)))", floating=False,
               x="where(x == y, 0.5, where(x < y, 0, 1))", y="where(x == y, 0.5, where(y < x, 0, 1))")
-minimum = _ew("minimum", _XY, out="where(x < y, x, where(x > y, y, where(x != x, x, y)))", floating=False,
+minimum = _op("minimum", _XY, out="where(x < y, x, where(x > y, y, where(x != x, x, y)))", floating=False,
               x="where(x == y, 0.5, where(x > y, 0, 1))", y="where(x == y, 0.5, where(y > x, 0, 1))")
 # Bounds are operands: Python numbers or tensors (ClampBackward1 / ClampBackward0).
 # torch: min(max(x, lo), hi), so hi wins when lo > hi, and NaN in any operand gives NaN;
@@ -99,7 +109,7 @@ _clamp = _ew("clamp", ("x", "lo", "hi"),
 # torch: LerpBackward0 for a Python-number weight, LerpBackward1 for a tensor weight.
 # torch's two forms, each exact at its end (lerp(inf, 1, 0.5) is inf, not inf - inf), with
 # one rounding as its vector loop: lerp(0, max, -1) is -max, though (y - x) * (1 - w) overflows.
-lerp = _ew("lerp", ("x", "y", "w"), out="where(abs(w) < 0.5, fma(w, y - x, x), fma(w - 1, y - x, y))",
+lerp = _op("lerp", ("x", "y", "w"), out="where(abs(w) < 0.5, fma(w, y - x, x), fma(w - 1, y - x, y))",
            x="1 - w", y="w", w="y - x",
            node_names={(a, b, w): f"LerpBackward{int(w)}"
                        for a in (True, False) for b in (True, False) for w in (True, False)},
@@ -119,12 +129,12 @@ copy_op = _ew("copy", _XY, out="y", x="0", y="1", floating=False,
                           (True, False): "CopyBackwards"})
 
 # ---- comparisons: boolean result, not differentiable -------------------------------------
-lt = _ew("lt", _XY, out="x < y", bool_out=True, floating=False)
-le = _ew("le", _XY, out="x <= y", bool_out=True, floating=False)
-gt = _ew("gt", _XY, out="x > y", bool_out=True, floating=False)
-ge = _ew("ge", _XY, out="x >= y", bool_out=True, floating=False)
-eq = _ew("eq", _XY, out="x == y", bool_out=True, floating=False)
-ne = _ew("ne", _XY, out="x != y", bool_out=True, floating=False)
+lt = _op("lt", _XY, out="x < y", bool_out=True, floating=False)
+le = _op("le", _XY, out="x <= y", bool_out=True, floating=False)
+gt = _op("gt", _XY, out="x > y", bool_out=True, floating=False)
+ge = _op("ge", _XY, out="x >= y", bool_out=True, floating=False)
+eq = _op("eq", _XY, out="x == y", bool_out=True, floating=False)
+ne = _op("ne", _XY, out="x != y", bool_out=True, floating=False)
 
 
 def where(condition, x, y):
@@ -137,7 +147,6 @@ def clamp(x, min=None, max=None):
     lo = -float("inf") if min is None else min
     hi = float("inf") if max is None else max
     if x._data.dtype.kind in "iu":  # integer tensors: integer infinities
-        import numpy as np
         info = np.iinfo(x._data.dtype)
         lo = info.min if min is None else lo
         hi = info.max if max is None else hi
@@ -151,8 +160,8 @@ def _fma(a, b, c):
     return a * b + c
 
 
-# Formula function names resolved on Tensors, for double backward.
-FORMULA_FUNCTIONS = types.SimpleNamespace(
+# The formula names as functions of Tensors, for double backward.
+vars(FORMULA_FUNCTIONS).update(
     exp=exp, exp2=exp2, log=log, log2=log2, log1p=log1p, expm1=expm1, sqrt=sqrt, sin=sin,
     cos=cos, tan=tan, asin=asin, acos=acos, atan=atan, sinh=sinh, cosh=cosh, tanh=tanh,
     erf=erf, atan2=atan2, abs=abs, sign=sign, where=where, fma=_fma)

@@ -9,10 +9,12 @@ import numpy as np
 
 from .. import _state
 from .. import dtypes as _dt
-from .._node import inplace_target, move_retain_grad, set_history
+from .._dual import set_tangent
+from .._node import move_retain_grad, set_history
 from ..tensor import Tensor
-from .registry import FW, call, compute_dtype, record
-from .shape import apply_chain
+from .pointwise import call, compute_dtype
+from .record import FW, record
+from .views import apply_chain
 
 MULTI_VIEW_NODES = ("SplitBackward0", "SplitWithSizesBackward0", "UnbindBackward0")
 LEAF_MESSAGE = "a leaf Variable that requires grad is being used in an in-place operation."
@@ -99,11 +101,12 @@ def apply_inplace(x, compute):
         # gradient then reaches the base without passing the view's old node, whose
         # hooks see gradients of the view's old value only.
         src = apply_chain(x._base, x._view_chain)
-    inplace_target[0] = src
+    loc = _state.local
+    prev, loc.inplace_target = loc.inplace_target, src
     try:
         r = compute(src)
     finally:
-        inplace_target[0] = None
+        loc.inplace_target = prev
     check_view_creation(x, r._rg)
     rd = r._data
     if rd.shape != x._data.shape:
@@ -140,7 +143,6 @@ def _update_tangent(x, r):
     """Forward AD through an in-place op: r's tangent is written into x's tangent in
     place (as torch's), so the tangents of x's base and other views, which share
     its memory, follow. A plain view gets a region of its base's tangent."""
-    from ..autograd.forward_ad import set_tangent
     tangent = r._fw if r._fw is not None else Tensor(np.zeros_like(r._data))
     own, base = x._fw, x._base
     if own is not None and own._data.shape == tangent._data.shape:

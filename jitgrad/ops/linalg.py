@@ -3,8 +3,9 @@ jitgrad ops (so twice differentiable)."""
 import numpy as np
 
 from ..tensor import Tensor, asarray
-from .registry import FW, jvp, nb, record
-from .shape import reshape, sum_to_size, transpose, unsqueeze, squeeze
+from .record import FW, jvp, nb, record
+from .registry import Arg, Sample, register_function
+from .views import reshape, squeeze, sum_to_size, transpose, unsqueeze
 
 
 def _check_same_dtype(a, b, who):
@@ -149,7 +150,6 @@ def outer(a, b):
 
 
 # ---- registry samples ------------------------------------------------------------------------
-from .registry import Arg, Sample, register_function  # noqa: E402
 
 register_function("matmul", matmul, Sample(Arg(3, 4), Arg(4, 2)), Sample(Arg(4), Arg(4)),
                   Sample(Arg(3, 4), Arg(4)), Sample(Arg(4), Arg(4, 2)),

@@ -1,12 +1,13 @@
 """Attach the ops to Tensor as methods and operators, by looping the tables."""
 import numpy as np
 
+from .. import _state
 from .. import dtypes as _dt
-from ..tensor import Tensor, check_device, asarray
+from ..tensor import Tensor, asarray, check_device, device as _device
 from . import formulas as E
 from . import inplace as I
-from . import linalg, nn, reduce, shape
-from .registry import call
+from . import convert, indexing, join, linalg, nn, reduce, views
+from .registry import API_BUILT, REGISTRY
 
 # ---- functions with torch's extra arguments -----------------------------------------------
 
@@ -91,20 +92,15 @@ def to(x, *args, **kwargs):
     for a in args:
         if isinstance(a, Tensor):
             dtype = a.dtype
-        elif isinstance(a, (str, shape_device_type())):
+        elif isinstance(a, (str, _device)):
             device = a
         elif a is not None:
             dtype = a
     dev = check_device(device) if device is not None else None
-    out = shape.to_dtype(x, dtype) if dtype is not None else x
+    out = convert.to_dtype(x, dtype) if dtype is not None else x
     if dev is not None:
-        out = shape.to_device(out, dev)
-    return shape.clone(out) if copy and out is x else out
-
-
-def shape_device_type():
-    from ..tensor import device
-    return device
+        out = convert.to_device(out, dev)
+    return views.clone(out) if copy and out is x else out
 
 
 # ---- in place -------------------------------------------------------------------------------
@@ -134,7 +130,7 @@ def copy_(x, src, non_blocking=False):
     if not isinstance(src, Tensor):
         raise TypeError(f"copy_(): argument 'src' must be Tensor, not {type(src).__name__}")
     if src.device != x.device and src._data.ndim:  # across devices: a differentiable transfer
-        src = shape.to_device(src, x.device)
+        src = convert.to_device(src, x.device)
     return I.inplace_elementwise(E.copy_op.op, x, src)
 
 
@@ -145,31 +141,40 @@ def masked_fill_(x, mask, value):
 
 def setitem(x, key, value):
     if isinstance(value, Tensor) or _needs_graph(x):
-        I.apply_inplace(x, lambda t: shape.index_put(t, key, value))
+        I.apply_inplace(x, lambda t: indexing.index_put(t, key, value))
         return
     I.check_writable(x)
-    k, _ = shape._norm_key(key, x._data.ndim)
+    k, _ = indexing._norm_key(key, x._data.ndim)
     try:
         x._data[k] = value
     except IndexError as e:
-        raise shape._index_error(e) from None
+        raise indexing._index_error(e) from None
     x._vc[0] += 1
 
 
 def _needs_graph(x):
-    from .. import _state
     return _state.local.grad_enabled and x._rg or _state.fw_level[0] is not None
 
 
-UNARY = ("exp", "exp2", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan",
-         "asin", "acos", "atan", "sinh", "cosh", "tanh", "sigmoid", "reciprocal", "erf", "neg",
-         "abs", "sign", "square", "relu")
-BINARY = ("mul", "div", "atan2", "maximum", "minimum")
-COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")
+def _inplace_method(op):
+    """Tensor.<name>_ of an elementwise op: the op's result stored into self."""
+    arity = len(op.args) - 1
+
+    # One code object for every op: the profiler names its event from the op that
+    # inplace_elementwise runs, and skips this wrapper (its name is private).
+    def _inplace(x, *others):
+        if len(others) != arity:
+            raise TypeError(f"{op.name}_() takes {arity} argument(s) besides self, "
+                            f"got {len(others)}")
+        return I.inplace_elementwise(op, x, *others)
+    return _inplace
 
 
 def _method_table():
-    m = {name: getattr(E, name) for name in UNARY + BINARY + COMPARE}
+    # The formula table's own declarations (export/method/inplace flags of each entry).
+    API_BUILT[0] = True
+    m = {name: op.function for name, op in REGISTRY.items() if op.method}
+    m.update({name + "_": _inplace_method(op) for name, op in REGISTRY.items() if op.inplace})
     m.update(add=add, sub=sub, pow=pow, clamp=E.clamp, clip=E.clamp, lerp=E.lerp,
              masked_fill=masked_fill, negative=E.neg, absolute=E.abs, multiply=E.mul,
              divide=E.div, true_divide=E.div, subtract=sub, greater=E.gt, less=E.lt,
@@ -179,21 +184,17 @@ def _method_table():
     for name in ("sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "var",
                  "std", "logsumexp", "norm", "cumsum"):
         m[name] = getattr(reduce, name)
-    for name in ("reshape", "view", "flatten", "squeeze", "unsqueeze", "expand", "expand_as",
-                 "broadcast_to", "transpose", "swapaxes", "permute", "t", "flip", "clone",
-                 "contiguous", "narrow", "select", "split", "chunk", "unbind", "gather",
-                 "index_select", "sum_to_size"):
-        m[name] = getattr(shape, name)
+    for module, names in (
+            (views, ("reshape", "view", "flatten", "squeeze", "unsqueeze", "expand", "expand_as",
+                     "broadcast_to", "transpose", "swapaxes", "permute", "t", "flip", "clone",
+                     "contiguous", "sum_to_size")),
+            (indexing, ("narrow", "select", "gather", "index_select")),
+            (join, ("split", "chunk", "unbind"))):
+        for name in names:
+            m[name] = getattr(module, name)
     for name in ("matmul", "mm", "bmm", "dot", "outer"):
         m[name] = getattr(linalg, name)
     m.update(softmax=nn.softmax, log_softmax=nn.log_softmax)
-    # in place
-    for name in UNARY:
-        op = getattr(E, name).op
-        m[name + "_"] = (lambda op: lambda x: I.inplace_elementwise(op, x))(op)
-    for name in ("mul", "div"):
-        op = getattr(E, name).op
-        m[name + "_"] = (lambda op: lambda x, other: I.inplace_elementwise(op, x, other))(op)
     m.update(add_=add_, sub_=sub_, pow_=lambda x, e: I.inplace_elementwise(E.pow.op, x, e),
              clamp_=clamp_, clip_=clamp_, fill_=fill_, zero_=zero_, copy_=copy_,
              masked_fill_=masked_fill_)
@@ -202,13 +203,13 @@ def _method_table():
 
 def _conversions():
     def conv(d):
-        return lambda x, memory_format=None: shape.to_dtype(x, d)
+        return lambda x, memory_format=None: convert.to_dtype(x, d)
     return dict(float=conv(_dt.float32), double=conv(_dt.float64), half=conv(_dt.float16),
                 int=conv(_dt.int32), long=conv(_dt.int64), bool=conv(_dt.bool_),
-                cpu=lambda x, memory_format=None: shape.to_device(x, check_device("cpu")),
+                cpu=lambda x, memory_format=None: convert.to_device(x, check_device("cpu")),
                 cuda=lambda x, device=None, non_blocking=False, memory_format=None:
-                shape.to_device(x, check_device("cuda" if device is None else device)),
-                type_as=lambda x, o: shape.to_device(shape.to_dtype(x, o.dtype), o.device))
+                convert.to_device(x, check_device("cuda" if device is None else device)),
+                type_as=lambda x, o: convert.to_device(convert.to_dtype(x, o.dtype), o.device))
 
 
 def _operators():
@@ -229,7 +230,7 @@ def _operators():
         "__iadd__": add_, "__isub__": sub_,
         "__imul__": lambda x, o: I.inplace_elementwise(E.mul.op, x, o),
         "__itruediv__": lambda x, o: I.inplace_elementwise(E.div.op, x, o),
-        "__getitem__": shape.getitem, "__setitem__": setitem,
+        "__getitem__": indexing.getitem, "__setitem__": setitem,
     }
 
 
@@ -237,9 +238,6 @@ def attach():
     for table in (_method_table(), _conversions(), _operators()):
         for name, fn in table.items():
             setattr(Tensor, name, fn)
-    Tensor.T = property(shape.T)
-    Tensor.mT = property(lambda x: shape.transpose(x, -2, -1))
+    Tensor.T = property(views.T)
+    Tensor.mT = property(lambda x: views.transpose(x, -2, -1))
     Tensor.__hash__ = object.__hash__
-
-
-attach()

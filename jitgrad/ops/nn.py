@@ -2,10 +2,12 @@
 ops so both are differentiable twice."""
 import numpy as np
 
+from .. import backend
 from ..tensor import Tensor, wrap_dim
 from . import formulas as E
 from .reduce import sum
-from .registry import FW, jvp, nb, record
+from .record import FW, jvp, nb, record
+from .registry import Arg, Sample, register_function
 
 
 def _softmax_backward(node, g):
@@ -31,7 +33,7 @@ def _shifted(x, dim, who):
 def _device_kernel(x, dim, log):
     """The CUDA softmax kernel's result, or None on the CPU (numpy below)."""
     d = x._data
-    if type(d) is np.ndarray or not d.ndim or d.dtype.kind != "f":
+    if backend.is_host(d) or not d.ndim or d.dtype.kind != "f":
         return None
     return Tensor(d.softmax(wrap_dim(dim, d.ndim), log))
 
@@ -76,7 +78,6 @@ def log_softmax(x, dim, dtype=None):
 
 
 # ---- registry samples ------------------------------------------------------------------------
-from .registry import Arg, Sample, register_function  # noqa: E402
 
 register_function("softmax", softmax, Sample(Arg(3, 4), 1), Sample(Arg(3, 4), 0))
 register_function("log_softmax", log_softmax, Sample(Arg(3, 4), 1), Sample(Arg(2, 3, 4), -1))

@@ -7,9 +7,10 @@ import numpy as np
 from .. import dtypes as _dt
 from ..tensor import Tensor, wrap_dim, asarray, ascontiguous
 from . import formulas as E
-from .registry import FW, jvp, nb, record
-from .shape import (_shift, expand, flip, gather, reshape, scatter_add_zeros,  # noqa: F401
-                    sum_to_size, unsqueeze)
+from .record import FW, jvp, nb, record
+from .registry import Arg, Sample, register_function
+from .indexing import gather, scatter_add_zeros
+from .views import expand, flip, reshape, shift_dims, unsqueeze
 
 values_indices = collections.namedtuple("return_types", ["values", "indices"])
 
@@ -55,7 +56,7 @@ def sum(x, dim=None, keepdim=False, dtype=None):
         np.dtype(np.int64) if d.dtype.kind in "biu" else d.dtype)
     out = Tensor(asarray(d.sum(axis=axes, keepdims=keepdim, dtype=out_dt)))
     if FW[0] is not None:
-        jvp(out, (x,), lambda tx: sum(tx, _shift(axes, nb(tx, x)), keepdim))
+        jvp(out, (x,), lambda tx: sum(tx, shift_dims(axes, nb(tx, x)), keepdim))
     record("SumBackward0" if dim is None else "SumBackward1", (x,), (out,), _sum_backward,
            attrs=(d.shape, axes, keepdim))
     return out
@@ -81,7 +82,7 @@ def mean(x, dim=None, keepdim=False, dtype=None):
     axes = _axes(dim, d.ndim)
     out = Tensor(asarray(d.mean(axis=axes, keepdims=keepdim)).astype(d.dtype, copy=False))
     if FW[0] is not None:
-        jvp(out, (x,), lambda tx: mean(tx, _shift(axes, nb(tx, x)), keepdim))
+        jvp(out, (x,), lambda tx: mean(tx, shift_dims(axes, nb(tx, x)), keepdim))
     record("MeanBackward0" if dim is None else "MeanBackward1", (x,), (out,), _mean_backward,
            attrs=(d.shape, axes, keepdim))
     return out
@@ -121,7 +122,7 @@ def prod(x, dim=None, keepdim=False, dtype=None):
     out_dt = np.dtype(np.int64) if d.dtype.kind in "biu" else d.dtype
     out = Tensor(asarray(d.prod(axis=axes, keepdims=keepdim, dtype=out_dt)))
     if FW[0] is not None:
-        jvp(out, (x,), lambda tx: sum(tx * _prod_others(x._data, axes), _shift(axes, nb(tx, x)),
+        jvp(out, (x,), lambda tx: sum(tx * _prod_others(x._data, axes), shift_dims(axes, nb(tx, x)),
                                      keepdim))
     record("ProdBackward0" if dim is None else "ProdBackward1", (x,), (out,), _prod_backward,
            save=(x, out), names=("self", "result"), attrs=(d.shape, axes, keepdim))
@@ -130,7 +131,7 @@ def prod(x, dim=None, keepdim=False, dtype=None):
 
 def _amax_jvp(tx, x, out, axes, keepdim):
     mask = E.eq(x, _unreduce(out, x._data.shape, axes, keepdim))
-    return sum(tx * mask, _shift(axes, nb(tx, x)), keepdim) / sum(mask, axes, keepdim)
+    return sum(tx * mask, shift_dims(axes, nb(tx, x)), keepdim) / sum(mask, axes, keepdim)
 
 
 def _take(t, dim, indices, keepdim, k=0):
@@ -287,7 +288,7 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     out = Tensor(_moment(d, axes, corr, keepdim, "var"))
     if FW[0] is not None:
         jvp(out, (x,), lambda tx: sum(_centered(x, axes) * tx,
-                                     _shift(axes, nb(tx, x)), keepdim)
+                                     shift_dims(axes, nb(tx, x)), keepdim)
             * (2.0 / (_count(d.shape, axes) - corr)))
     record("VarBackward0", (x,), (out,), _var_backward, save=(x,), names=("self",),
            attrs=(d.shape, axes, keepdim, corr))
@@ -318,7 +319,7 @@ def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     out = Tensor(_moment(d, axes, corr, keepdim, "std"))
     if FW[0] is not None:
         jvp(out, (x,), lambda tx: _over_std(sum(_centered(x, axes) * tx,
-                                                _shift(axes, nb(tx, x)), keepdim), out)
+                                                shift_dims(axes, nb(tx, x)), keepdim), out)
             / (_count(d.shape, axes) - corr))
     record("StdBackward0", (x,), (out,), _std_backward, save=(x, out), names=("self", "result"),
            attrs=(d.shape, axes, keepdim, corr))
@@ -343,7 +344,7 @@ def logsumexp(x, dim, keepdim=False):
     out = Tensor(asarray(r, dtype=d.dtype))
     if FW[0] is not None:
         jvp(out, (x,), lambda tx: sum(tx * E.exp(x - _unreduce(out, d.shape, axes, keepdim)),
-                                         _shift(axes, nb(tx, x)), keepdim))
+                                         shift_dims(axes, nb(tx, x)), keepdim))
     record("LogsumexpBackward0", (x,), (out,), _logsumexp_backward, save=(x, out),
            names=("self", "result"), attrs=(d.shape, axes, keepdim))
     return out
@@ -392,7 +393,7 @@ def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
     out = Tensor(asarray(r, dtype=d.dtype))
     if FW[0] is not None:
         jvp(out, (x,), lambda tx: sum(tx * _norm_backward_core(x, out, d.shape, axes, keepdim, p),
-                                         _shift(axes, nb(tx, x)), keepdim))
+                                         shift_dims(axes, nb(tx, x)), keepdim))
     record("NormBackward1", (x,), (out,), _norm_backward, save=(x, out), names=("self", "result"),
            attrs=(d.shape, axes, keepdim, float(p)))
     return out
@@ -417,7 +418,6 @@ def cumsum(x, dim, dtype=None):
 
 
 # ---- registry samples: every reduction is gradchecked and compared with torch -----------------
-from .registry import Arg, Sample, register_function  # noqa: E402
 
 register_function("sum", sum, Sample(Arg(3, 4)), Sample(Arg(3, 4), 1), Sample(Arg(2, 3, 4), (0, 2), True))
 register_function("mean", mean, Sample(Arg(3, 4)), Sample(Arg(3, 4), -1, keepdim=True))

@@ -78,7 +78,7 @@ def _load(key, name, source):
 def _cuda_launcher(kernel, dtype):
     """Call a CUDA optimizer kernel like the CPU one: device arrays in, Python
     floats rounded to the parameter dtype (as the CPU signature does)."""
-    from .._cuda.kernels import launch, launch_1d
+    from .._cuda.kernels import launch, launch_1d  # loads numba.cuda: CUDA parameters only
     import numpy as np
     scalar = np.dtype(dtype).type
 

@@ -2,6 +2,7 @@
 parameter's update is one fused kernel call."""
 import numpy as np
 
+from .. import backend
 from .. import dtypes as _dt
 from ..tensor import Tensor
 from . import _kernels
@@ -102,7 +103,8 @@ class Adam(Optimizer):
         if wd != 0:
             decay = "decoupled" if group["decoupled_weight_decay"] else "l2"
             args.append(1 - lr * wd if decay == "decoupled" else wd)
-        kernel = _kernels.adam_kernel(dtype, amsgrad, bool(group["maximize"]), decay, p.is_cuda)
+        kernel = _kernels.adam_kernel(dtype, amsgrad, bool(group["maximize"]), decay,
+                                       backend.of(p._data) is backend.cuda)
         kernel(*args)
 
 

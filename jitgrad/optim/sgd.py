@@ -1,5 +1,6 @@
 """SGD with momentum, dampening, Nesterov momentum, weight decay and maximize,
 as torch.optim.SGD; each parameter's update is one fused kernel call."""
+from .. import backend
 from ..tensor import Tensor
 from . import _kernels
 from .optimizer import Optimizer
@@ -48,7 +49,7 @@ class SGD(Optimizer):
         wd = float(group["weight_decay"])
         nesterov = bool(group["nesterov"]) and momentum != 0
         kernel = _kernels.sgd_kernel(dtype, momentum != 0, nesterov, bool(group["maximize"]),
-                                     wd != 0, p.is_cuda)
+                                     wd != 0, backend.of(p._data) is backend.cuda)
         args = [flat, grad]
         if momentum:  # without momentum SGD keeps no state, as torch's
             state = self.state[p]

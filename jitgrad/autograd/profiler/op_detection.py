@@ -5,6 +5,7 @@ import types
 
 import numpy as np
 
+from ...ops import formulas, inplace, registry
 from ...tensor import Tensor
 
 _SHARED = object()   # a code object behind several ops: its name comes from the frame
@@ -21,10 +22,9 @@ def _op_codes():
     operators, registered functions, and the elementwise ops' shared `fn`
     (registry.elementwise makes every formula-table function from one `def`).
     Rebuilt on each profile start, so ops registered later are included."""
-    # jitgrad.autograd (and so this module) is imported before jitgrad's ops and nn exist
+    # The package and nn sit above autograd (imported before them): read once they exist.
     import jitgrad
-    from ...nn import functional as F
-    from ...ops import formulas, inplace, registry
+    from ...nn import functional as F  # (as above)
 
     codes = {}
 

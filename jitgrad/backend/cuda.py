@@ -1,0 +1,41 @@
+"""The CUDA backend: DeviceArrays of jitgrad/_cuda. Every function imports the
+CUDA runtime when called, never before: `import jitgrad` must not import numba
+(the runtime loads numba.cuda, which costs a second and needs numba-cuda)."""
+name = "cuda"
+
+
+def unavailable_reason():
+    """None if CUDA arrays can be made here, else a sentence saying why not."""
+    from .. import _cuda  # loaded on first use: see the module docstring
+    return _cuda.unavailable_reason()
+
+
+def empty(shape, dtype):
+    from .._cuda import array  # loaded on first use: see the module docstring
+    return array.empty(shape, dtype)
+
+
+def full(shape, value, dtype):
+    from .._cuda import array  # loaded on first use: see the module docstring
+    return array.full(shape, value, dtype)
+
+
+def from_host(arr):
+    from .._cuda.array import to_device  # loaded on first use: see the module docstring
+    return to_device(arr)
+
+
+def to_host(arr):
+    return arr.get()
+
+
+def scatter_add(dst, dim, index, src):
+    """dst[..., index[i], ...] += src[i] along `dim`: one atomic scatter kernel."""
+    from .._cuda.array import scatter_add  # loaded on first use: see the module docstring
+    scatter_add(dst, dim, index, src)
+
+
+def kernels():
+    """The CUDA kernel builders and launchers (jitgrad/_cuda/kernels.py)."""
+    from .._cuda import kernels  # loaded on first use: see the module docstring
+    return kernels

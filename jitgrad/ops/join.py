@@ -1,0 +1,163 @@
+"""Joining and splitting: cat, stack, split, chunk, unbind."""
+
+import numpy as np
+
+from .. import _state
+from .. import dtypes as _dt
+from ..tensor import Tensor, wrap_dim
+from .record import FW, jvp, nb, record
+from .registry import Arg, Sample, register_function
+from .indexing import narrow, select
+from .views import creation_meta, or_zeros, unsqueeze
+
+
+def _cat_jvp(ts, tensors, d):
+    lead = next(u._data.shape[:nb(u, v)] for u, v in zip(ts, tensors) if u is not None)
+    return cat([or_zeros(u, v, lead) for u, v in zip(ts, tensors)], d + len(lead))
+
+
+def _cat_backward(node, g):
+    dim, sizes = node._attrs
+    outs, start = [], 0
+    for s in sizes:
+        outs.append(narrow(g, dim, start, s))
+        start += s
+    return tuple(outs)
+
+
+def _joined_dtype(tensors, who):
+    if not tensors:
+        raise RuntimeError(f"{who}(): expected a non-empty list of Tensors")
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{who}(): expected Tensor as element {i} in argument 0, but got "
+                            f"{type(t).__name__}")
+    dt = tensors[0]._data.dtype
+    for t in tensors[1:]:
+        dt = _dt.promote_np(dt, t._data.dtype)
+    return dt
+
+
+def cat(tensors, dim=0):
+    tensors = list(tensors)
+    dt = _joined_dtype(tensors, "cat")
+    nd = tensors[0]._data.ndim
+    if nd == 0:
+        raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
+    d = wrap_dim(dim, nd)
+    ref = tensors[0]._data.shape
+    for i, t in enumerate(tensors):
+        s = t._data.shape
+        if len(s) != nd or any(a != b for j, (a, b) in enumerate(zip(s, ref)) if j != d):
+            raise RuntimeError(
+                f"Sizes of tensors must match except in dimension {d}. Expected size "
+                f"{ref[0 if d else min(1, nd - 1)] if nd > 1 else ref[0]} but got size "
+                f"{s[0 if d else min(1, nd - 1)] if len(s) > 1 else (s[0] if s else 0)} for tensor "
+                f"number {i} in the list (shapes {[list(x._data.shape) for x in tensors]}).")
+    out = Tensor(np.concatenate([t._data.astype(dt, copy=False) for t in tensors], axis=d))
+    if FW[0] is not None:
+        jvp(out, tensors, lambda *ts: _cat_jvp(ts, tensors, d))
+    record("CatBackward0", tensors, (out,), _cat_backward,
+           attrs=(d, [t._data.shape[d] for t in tensors]))
+    return out
+
+
+concat = cat
+
+
+def stack(tensors, dim=0):
+    tensors = list(tensors)
+    _joined_dtype(tensors, "stack")
+    ref = tensors[0]._data.shape
+    for i, t in enumerate(tensors):
+        if t._data.shape != ref:
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(ref)} at "
+                               f"entry 0 and {list(t._data.shape)} at entry {i}")
+    d = wrap_dim(dim, len(ref) + 1)
+    return cat([unsqueeze(t, d) for t in tensors], d)
+
+
+def _split_backward(node, *grads):
+    dim, sizes, shape, dtype = node._attrs
+    parts = []
+    for g, s in zip(grads, sizes):
+        if g is None:
+            shp = list(shape)
+            shp[dim] = s
+            g = Tensor(np.zeros(shp, dtype, like=_present(grads)))
+        parts.append(g)
+    return (cat(parts, dim),)
+
+
+def split(x, split_size_or_sections, dim=0):
+    d = wrap_dim(dim, x._data.ndim)
+    n = x._data.shape[d]
+    if isinstance(split_size_or_sections, int):
+        step = split_size_or_sections
+        if step <= 0 and n:
+            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got dimension "
+                               f"size of {n}")
+        sizes = [min(step, n - i) for i in range(0, n, step)] if n else [0]
+        name = "SplitBackward0"
+    else:
+        sizes = list(split_size_or_sections)
+        if sum(sizes) != n:
+            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} "
+                               f"(input tensor's size at dimension {d}), but got split_sizes={sizes}")
+        name = "SplitWithSizesBackward0"
+    outs, start = [], 0
+    meta = creation_meta(x)  # of the caller's grad mode, not of the block below
+    with _state.grad_disabled():
+        for s in sizes:
+            o = narrow(x, d, start, s)
+            o._creation_meta = meta
+            outs.append(o)
+            start += s
+    if FW[0] is not None:
+        jvp(outs, (x,), lambda tx: split(tx, split_size_or_sections, d + nb(tx, x)))
+    record(name, (x,), outs, _split_backward, attrs=(d, sizes, x._data.shape, x._data.dtype))
+    return tuple(outs)
+
+
+def chunk(x, chunks, dim=0):
+    if chunks <= 0:
+        raise RuntimeError("chunk expects `chunks` to be greater than 0, got: " + str(chunks))
+    n = x._data.shape[wrap_dim(dim, x._data.ndim)]
+    return split(x, max(1, -(-n // chunks)), dim)
+
+
+def _unbind_backward(node, *grads):
+    dim, shape, dtype = node._attrs
+    part_shape = shape[:dim] + shape[dim + 1:]
+    ref = _present(grads)
+    return (stack([g if g is not None else Tensor(np.zeros(part_shape, dtype, like=ref))
+                   for g in grads], dim),)
+
+
+def _present(grads):
+    """The array of a gradient that is there (missing ones become zeros like it)."""
+    return next(g._data for g in grads if g is not None)
+
+
+def unbind(x, dim=0):
+    d = wrap_dim(dim, x._data.ndim)
+    meta = creation_meta(x)  # of the caller's grad mode, not of the block below
+    with _state.grad_disabled():
+        outs = [select(x, d, i) for i in range(x._data.shape[d])]
+    for o in outs:
+        o._creation_meta = meta
+    if FW[0] is not None:
+        jvp(outs, (x,), lambda tx: unbind(tx, d + nb(tx, x)))
+    record("UnbindBackward0", (x,), outs, _unbind_backward, attrs=(d, x._data.shape, x._data.dtype))
+    return tuple(outs)
+
+
+# ---- registry samples ------------------------------------------------------------------------
+
+register_function("cat", lambda *ts, dim=0: cat(ts, dim), Sample(Arg(2, 3), Arg(4, 3)),
+                  Sample(Arg(2, 3), Arg(2, 1), dim=1))
+register_function("stack", lambda *ts, dim=0: stack(ts, dim), Sample(Arg(2, 3), Arg(2, 3), dim=1))
+register_function("split", lambda x, s, dim=0: cat(split(x, s, dim), dim),
+                  Sample(Arg(5, 2), 2), Sample(Arg(2, 5), [1, 4], dim=1))
+register_function("chunk", lambda x, c, dim=0: cat(chunk(x, c, dim), dim), Sample(Arg(5, 2), 3))
+register_function("unbind", lambda x, dim=0: stack(unbind(x, dim), dim), Sample(Arg(3, 2), dim=1))

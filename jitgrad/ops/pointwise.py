@@ -1,0 +1,487 @@
+"""Elementwise ops at run time: an `ElementwiseOp` is one formula-table entry
+(a forward formula and one partial derivative formula per operand). From it
+come the forward kernel, the per-input backward kernels (`g * partial`), and,
+for double backward, the same partials evaluated with Tensor ops. `call`
+chooses the kernel for the operands' dtypes and devices and records the
+op's `ElementwiseNode`. Python scalars are kernel operands like tensors
+(never saved, never baked into the kernel source).
+"""
+import ast
+import types
+
+import numpy as np
+
+from .. import _state, backend
+from .. import dtypes as _dt
+from .._dual import set_tangent
+from .._node import Node, SavedTensor, edge_of
+from ..kernels import cpu as _cpu
+from ..kernels import fuse as _fuse
+from ..kernels import pool as _pool
+from ..kernels import quiet
+from ..kernels.expr import constant_value, is_constant, parse
+from ..tensor import Tensor, asarray
+from .record import FW, NODE_CLASSES, node_class, saved_attribute
+
+# The names a formula may call, as functions of Tensors (double backward evaluates
+# partials on Tensors); the formula table fills it in.
+FORMULA_FUNCTIONS = types.SimpleNamespace()
+_ROLE = {"x": "self", "y": "other", "out": "result"}
+
+
+
+
+class ElementwiseOp:
+    """One formula-table entry. `args` are the operand names (x, y, ...);
+    `partials[i]` is d out / d args[i] as a formula, or None if not differentiable."""
+
+    def __init__(self, name, args, out, partials, floating=False, bool_out=False, bool_args=(),
+                 node_names=None, domain=(-2.0, 2.0), scalars=None, scalar_params=(),
+                 bool_promotes=False):
+        self.name = name
+        self.args = tuple(args)
+        names = self.args + ("out",)
+        self.out_body, _ = parse(out, self.args)
+        self.partial_src = tuple(partials)
+        self.partials = tuple(None if p is None else parse(p, names) for p in partials)
+        self.floating = floating
+        self.bool_out = bool_out
+        self.bool_args = frozenset(bool_args)
+        self.differentiable = any(p is not None for p in partials) and not bool_out
+        self.node_names = node_names or {}
+        self.scalar_params = frozenset(scalar_params)
+        self.bool_promotes = bool_promotes  # boolean inputs compute in int64 (torch's pow)
+        # For the registry-driven tests: where inputs are valid, and operands that
+        # are op parameters (sampled as these Python numbers, not tensors).
+        self.domain = domain
+        self.scalars = scalars or {}
+        self.default_node = "".join(p[:1].upper() + p[1:] for p in name.split("_")) + "Backward0"
+        # A constant partial (1 for add, -1 for sub, 0 for sign) needs no kernel.
+        self.const_partials = tuple(constant_value(p[0]) if p is not None and is_constant(p[0])
+                                    else None for p in self.partials)
+        self.n_args = len(self.args)
+        self._fwd = {}
+        self._bwd = {}
+        self._needs = {}
+        self._save_order = {}
+        self._tensor_fns = [None] * len(args)
+
+    def __repr__(self):
+        return f"<elementwise op {self.name}{self.args}>"
+
+    # which operands (and whether `out`) the partials of the inputs in `mask` read
+    def needs(self, mask):
+        got = self._needs.get(mask)
+        if got is None:
+            used = set()
+            for i, p in enumerate(self.partials):
+                if mask >> i & 1 and p is not None:
+                    used |= p[1]
+            got = (tuple(a in used for a in self.args), "out" in used)
+            self._needs[mask] = got
+        return got
+
+    def save_order(self, mask):
+        """Operand indices in the order torch saves them for the inputs in `mask`: by
+        first use, reading the partials input by input (x * y saves y, then x)."""
+        got = self._save_order.get(mask)
+        if got is None:
+            order = []
+            for i, src in enumerate(self.partial_src):
+                if mask >> i & 1 and src is not None:
+                    names = sorted((n for n in ast.walk(ast.parse(src, mode="eval"))
+                                    if isinstance(n, ast.Name)), key=lambda n: n.col_offset)
+                    order += [self.args.index(n.id) for n in names if n.id in self.args]
+            order += range(self.n_args)
+            got = self._save_order[mask] = tuple(dict.fromkeys(order))
+        return got
+
+    def arg_dtypes(self, kdt):
+        return [np.dtype(np.bool_) if a in self.bool_args else kdt for a in self.args]
+
+    def forward_kernel(self, kdt):
+        k = self._fwd.get(kdt)
+        if k is None:
+            out_dt = np.dtype(np.bool_) if self.bool_out else kdt
+            k = self._fwd[kdt] = _cpu.ufunc(f"{self.name}_fwd", self.args, self.out_body,
+                                            self.arg_dtypes(kdt), kdt, out_dt)
+        return k
+
+    def loop_kernel(self, kdt, kinds, parallel):
+        """Forward loop over contiguous operands (kinds: "a"/"s" each), vectorized and,
+        with `parallel`, multi-threaded."""
+        key = (kdt, kinds, parallel)
+        k = self._fwd.get(key)
+        if k is None:
+            out_dt = np.dtype(np.bool_) if self.bool_out else kdt
+            k = self._fwd[key] = _cpu.loop(f"{self.name}_fwd", self.args, kinds, self.out_body,
+                                           self.arg_dtypes(kdt), kdt, out_dt, parallel)
+        return k
+
+    def backward_kernel(self, i, kdt):
+        """(kernel, operand indices it reads, reads out) for g * partial_i."""
+        key = (i, kdt)
+        k = self._bwd.get(key)
+        if k is None:
+            body, used = self.partials[i]
+            idx = tuple(j for j, a in enumerate(self.args) if a in used)
+            uses_out = "out" in used
+            names = ["g"] + [self.args[j] for j in idx] + (["out"] if uses_out else [])
+            dts = [kdt] + [self.arg_dtypes(kdt)[j] for j in idx] + ([kdt] if uses_out else [])
+            fn = _cpu.ufunc(f"{self.name}_bwd{i}", names, body, dts, kdt, kdt, prefix="g")
+            k = self._bwd[key] = (fn, idx, uses_out)
+        return k
+
+    def jvp_kernel(self, kdt, mask):
+        """ufunc of sum_i t_i * partial_i over (operands..., out, t_i for i in mask)."""
+        key = ("jvp", kdt, mask)
+        k = self._fwd.get(key)
+        if k is None:
+            idx = [i for i in range(self.n_args) if mask >> i & 1]
+            names = self.args + ("out",) + tuple(f"t{i}" for i in idx)
+            src = " + ".join(f"t{i} * ({self.partial_src[i]})" for i in idx)
+            body, _ = parse(src, names)
+            dts = self.arg_dtypes(kdt) + [kdt] * (1 + len(idx))
+            k = self._fwd[key] = _cpu.ufunc(f"{self.name}_jvp{mask}", names, body, dts, kdt, kdt)
+        return k
+
+    def tensor_partial(self, i):
+        """partial_i as a Python function of Tensors (for create_graph)."""
+        fn = self._tensor_fns[i]
+        if fn is None:
+            src = f"lambda {', '.join(self.args)}, out: {self.partial_src[i]}"
+            # the file name marks these frames as jitgrad's (anomaly mode leaves them out)
+            code = compile(src, f"<jitgrad formula {self.name}>", "eval")
+            fn = self._tensor_fns[i] = eval(code, dict(vars(FORMULA_FUNCTIONS)))
+        return fn
+
+
+class ElementwiseNode(Node):
+    # _shape: the output's shape, or None when the node never joins a fused group:
+    # its output dtype differs from the kernel dtype (float16), or it is a CPU array
+    # smaller than kernels/fuse.py FUSE_MIN_ELEMENTS (see _fusable_size).
+    __slots__ = ("_op", "_saved", "_out", "_kdt", "_mask", "_shape")
+
+    def apply(self, grads):
+        g = grads[0]
+        op = self._op
+        if g is None:
+            return (None,) * op.n_args
+        if _state.local.grad_enabled or FW[0] is not None:
+            return self._apply_graph(g)
+        kdt = self._kdt
+        garr = g._data
+        if garr.dtype != kdt:
+            garr = garr.astype(kdt)
+        res = []
+        mask = self._mask
+        for i, c in enumerate(op.const_partials):
+            if not mask >> i & 1:
+                res.append(None)
+                continue
+            if c is not None:
+                r = (garr if c == 1 else -garr if c == -1 else np.zeros_like(garr) if c == 0
+                     else garr * kdt.type(c))
+            else:
+                fn, idx, uses_out = op._bwd.get((i, kdt)) or op.backward_kernel(i, kdt)
+                saved = self._saved
+                args = [garr]
+                for j in idx:
+                    v = saved[j]
+                    args.append(v.data(self) if type(v) is SavedTensor else v)
+                if uses_out:
+                    args.append(self._out.data(self))
+                r = quiet(fn, *args)
+                if not backend.is_array(r):  # a numpy scalar
+                    r = asarray(r)
+            res.append(Tensor(r))
+        return res
+
+    def _apply_graph(self, g):
+        op = self._op
+        vals = [s.unpack(self) if type(s) is SavedTensor else s for s in self._saved]
+        out = self._out.unpack(self) if self._out is not None else None
+        res = []
+        for i in range(len(op.args)):
+            if not self._mask >> i & 1:
+                res.append(None)
+                continue
+            c = op.const_partials[i]
+            if c is not None:
+                res.append(g if c == 1 else g * c)
+            else:
+                res.append(g * op.tensor_partial(i)(*vals, out))
+        return res
+
+    def _saved_tensors(self):
+        return [s for s in (*self._saved, self._out) if type(s) is SavedTensor]
+
+    @property
+    def next_functions(self):
+        """torch's view: no entry for a boolean mask, nor for a Python number given
+        where torch has a Scalar overload (x ** 2, 2 - x, clamp bounds, ...)."""
+        op = self._op
+        return tuple(e for e, a, s in zip(self._edges, op.args, self._saved)
+                     if a not in op.bool_args and not (
+                         a in op.scalar_params and s is not None and type(s) is not SavedTensor))
+
+    def __getattr__(self, name):
+        names = tuple(_ROLE.get(a, a) for a in self._op.args) + ("result",)
+        return saved_attribute(self, name, names, tuple(self._saved) + (self._out,))
+
+
+def _broadcast_error(op, operands):
+    shapes = [v._data.shape for v in operands if isinstance(v, Tensor)]
+    nd = max(len(s) for s in shapes)
+    padded = [(1,) * (nd - len(s)) + s for s in shapes]
+    for d in range(nd):
+        sizes = {s[d] for s in padded} - {1}
+        if len(sizes) > 1:
+            a, b = [s[d] for s in padded if s[d] != 1][:2]
+            return RuntimeError(
+                f"The size of tensor a ({a}) must match the size of tensor b ({b}) at "
+                f"non-singleton dimension {d} (op '{op.name}', shapes "
+                f"{', '.join(str(list(s)) for s in shapes)}); make them broadcastable, e.g. with "
+                f"unsqueeze() or reshape()")
+    return None
+
+
+def compute_dtype(op, operands):
+    """(kernel dtype, result dtype) under torch's promotion rules."""
+    dims, zero, scalars = [], [], []
+    for a, v in zip(op.args, operands):
+        if a in op.bool_args:
+            continue
+        if isinstance(v, Tensor):
+            (dims if v._data.ndim else zero).append(v._data.dtype)
+        else:
+            scalars.append(v)
+    return _dt.kernel_dtypes(op.name, dims, zero, scalars, op.floating, op.bool_promotes)
+
+
+_FAST_SCALARS = (float, int)
+
+
+def _fast_dtype(op, operands):
+    """The common cases without the general promotion: all tensors of one float
+    dtype, optionally with Python numbers. None means: use compute_dtype."""
+    if op.bool_args:
+        return None
+    dt = None
+    for v in operands:
+        if type(v) is Tensor:
+            d = v._data.dtype
+            if dt is None:
+                dt = d
+            elif d != dt:
+                return None
+        elif type(v) not in _FAST_SCALARS:
+            return None
+    if dt is None or dt.kind != "f" or dt == np.float16:
+        return None
+    return dt
+
+
+def call(op, *operands, out_arr=None):
+    """Run elementwise `op` on Tensors/Python scalars; record its node if needed."""
+    kdt = _fast_dtype(op, operands)
+    res_dt = kdt
+    rg = False
+    if kdt is not None:
+        arrays = []
+        for v in operands:
+            if type(v) is Tensor:
+                arrays.append(v._data)
+                rg = rg or v._rg
+            else:
+                arrays.append(kdt.type(v))
+    else:
+        kdt, res_dt = compute_dtype(op, operands)
+        arrays = []
+        bool_args = op.bool_args
+        for a, v in zip(op.args, operands):
+            if isinstance(v, Tensor):
+                d = v._data
+                want = np.bool_ if a in bool_args else kdt
+                if d.dtype != want:
+                    d = d.astype(want)
+                arrays.append(d)
+                rg = rg or v._rg
+            else:
+                arrays.append(np.bool_(v) if a in bool_args else kdt.type(v))
+    if out_arr is None and res_dt == kdt and not op.bool_out:
+        out_arr = _pooled_out(arrays, kdt)
+    if out_arr is not None and out_arr.size >= _fuse.LOOP_MIN_ELEMENTS and res_dt == kdt \
+            and _loop_call(op, kdt, arrays, out_arr):
+        r = out_arr
+    else:
+        r = _ufunc_call(op, kdt, res_dt, arrays, operands, out_arr)
+    if not backend.is_array(r):  # a numpy scalar
+        r = asarray(r)
+    if res_dt != kdt and not op.bool_out:
+        r = r.astype(res_dt)
+    out = Tensor(r)
+    if FW[0] is not None and op.differentiable:
+        _elementwise_jvp(op, operands, arrays, out, kdt)
+    if rg and op.differentiable and _state.local.grad_enabled:
+        _record_elementwise(op, operands, out, kdt)
+    return out
+
+
+def _elementwise_jvp(op, operands, arrays, out, kdt):
+    """tangent_out = sum_i tangent_i * partial_i: one generated kernel, or the same
+    formulas on Tensors when the tangent must itself be differentiable."""
+    mask, tangents = 0, []
+    ndim = out._data.ndim
+    for i, v in enumerate(operands):
+        t = v._fw if isinstance(v, Tensor) and op.partials[i] is not None else None
+        if t is not None:
+            mask |= 1 << i
+            k = t._data.ndim - v._data.ndim
+            if k and v._data.ndim < ndim:  # batched tangent: align its primal dims to out's
+                shp = t._data.shape
+                t = Tensor(t._data.reshape(shp[:k] + (1,) * (ndim - v._data.ndim) + shp[k:]))
+        tangents.append(t)
+    if not mask:
+        return
+    recording = _state.local.grad_enabled and any(
+        isinstance(v, Tensor) and v._rg for v in list(operands) + tangents)
+    prev, FW[0] = FW[0], None
+    try:
+        if recording:
+            # `out` is not recorded yet: partials that read it get a recorded copy,
+            # so the tangent is differentiable through it too (backward over forward)
+            out_in_partials = call(op, *operands) if op.needs(mask)[1] else out
+            res = None
+            for i, t in enumerate(tangents):
+                if t is None:
+                    continue
+                c = op.const_partials[i]
+                term = t * c if c is not None else t * op.tensor_partial(i)(*operands, out_in_partials)
+                res = term if res is None else res + term
+        else:
+            tarrs = [t._data.astype(kdt, copy=False) for t in tangents if t is not None]
+            r = quiet(op.jvp_kernel(kdt, mask), *arrays, out._data.astype(kdt, copy=False), *tarrs)
+            res = Tensor(asarray(r).astype(out._data.dtype, copy=False))
+    finally:
+        FW[0] = prev
+    set_tangent(out, res)
+
+
+def _loop_call(op, kdt, arrays, out_arr):
+    """Run the loop kernel if every array operand is contiguous, writable and of the
+    output's shape (the kernel's signature and length guard refuse anything else:
+    numba types a read-only array apart); False (nothing done) otherwise. numpy
+    ufunc loops do not vectorize jitgrad's math; these loops do (3x at 1e6 float32,
+    one thread)."""
+    shape = out_arr.shape
+    kinds, flat = [], []
+    for a in arrays:
+        if backend.is_host(a):
+            if a.shape != shape or not (a.flags.c_contiguous and a.flags.writeable):
+                return False
+            kinds.append("a")
+            flat.append(a.reshape(-1))
+        else:
+            kinds.append("s")
+            flat.append(a)
+    if not (out_arr.flags.c_contiguous and out_arr.flags.writeable):
+        return False
+    n = out_arr.size
+    parallel = n >= _fuse.PARALLEL_MIN_ELEMENTS and _fuse.parallel_enabled()
+    op.loop_kernel(kdt, tuple(kinds), parallel)(n, *flat, out_arr.reshape(-1))
+    return True
+
+
+def _ufunc_call(op, kdt, res_dt, arrays, operands, out_arr):
+    kernel = op._fwd.get(kdt) or op.forward_kernel(kdt)
+    try:
+        if out_arr is not None and res_dt == kdt:
+            r = quiet(kernel, *arrays, out=out_arr)
+        else:
+            r = quiet(kernel, *arrays)
+    except ValueError:
+        err = _broadcast_error(op, operands)
+        if err is None:
+            raise
+        raise err from None
+    return r
+
+
+def _pooled_out(arrays, kdt):
+    """An output buffer for large same-shape operands, recycled from the pool when
+    big enough (see kernels/pool.py); None for small or broadcasting operands."""
+    big = None
+    for a in arrays:
+        if backend.is_host(a):
+            if big is None:
+                if a.size < _fuse.LOOP_MIN_ELEMENTS:
+                    return None
+                big = a
+            elif a.shape != big.shape:
+                return None
+    return _pool.empty(big.shape, kdt) if big is not None else None
+
+
+def _fusable_size(r):
+    """Whether a node of this output may join a fused group: on the CPU from
+    FUSE_MIN_ELEMENTS on (measured crossover); on a GPU always, since there a
+    kernel launch costs far more than planning a node (not yet measured on a GPU)."""
+    return r.size >= _fuse.FUSE_MIN_ELEMENTS or not backend.is_host(r)
+
+
+def _record_unary(op, v, out, kdt):
+    """The common one-operand case of _record_elementwise, without loops."""
+    need_args, need_out = op._needs.get(1) or op.needs(1)
+    d = v._data
+    name = op.node_names.get((True,), op.default_node) if op.node_names else op.default_node
+    _attach_node(op, name, (edge_of(v),), ((d.shape, d.dtype, type(d)),),
+                 (SavedTensor(v) if need_args[0] else None,), 1, kdt, out, need_out)
+
+
+def _record_elementwise(op, operands, out, kdt):
+    if op.n_args == 1:
+        return _record_unary(op, operands[0], out, kdt)
+    partials = op.partials
+    mask = 0
+    i = 0
+    for v in operands:
+        if isinstance(v, Tensor) and v._rg and partials[i] is not None:
+            mask |= 1 << i
+        i += 1
+    if not mask:
+        return
+    need_args, need_out = op._needs.get(mask) or op.needs(mask)
+    edges, metas, saved = [], [], []
+    i = 0
+    for v in operands:
+        if isinstance(v, Tensor):
+            edges.append(edge_of(v))
+            metas.append((v._data.shape, v._data.dtype, type(v._data)) if mask >> i & 1 else None)
+            saved.append(None)
+        else:
+            edges.append((None, 0))
+            metas.append(None)
+            saved.append(v)
+        i += 1
+    for i in op._save_order.get(mask) or op.save_order(mask):
+        if need_args[i] and isinstance(operands[i], Tensor):
+            saved[i] = SavedTensor(operands[i])
+    name = op.default_node
+    if op.node_names:
+        name = op.node_names.get(tuple(isinstance(v, Tensor) for v in operands), name)
+    _attach_node(op, name, tuple(edges), metas, saved, mask, kdt, out, need_out)
+
+
+def _attach_node(op, name, edges, metas, saved, mask, kdt, out, need_out):
+    """Make `out`'s ElementwiseNode (shared by the one-operand fast path and the general one)."""
+    node = (NODE_CLASSES.get(name) or node_class(name, ElementwiseNode))(edges, metas)
+    node._op = op
+    node._kdt = kdt
+    node._mask = mask
+    node._saved = saved
+    r = out._data
+    node._shape = r.shape if r.dtype == kdt and _fusable_size(r) else None
+    out.grad_fn = node
+    out._rg = True
+    node._out = SavedTensor(out, is_output=True) if need_out else None

@@ -1,0 +1,340 @@
+"""Views and reshapes: forward with numpy (a view shares storage and the version
+counter with its base); backward written with jitgrad ops, so everything here
+is differentiable twice. Also the helpers every shape-like op's forward-mode
+rule uses for batched tangents."""
+import weakref
+
+import numpy as np
+
+from .. import _state
+from ..tensor import Tensor, wrap_dim
+from .record import FW, jvp, nb, record
+from .registry import Arg, Sample, register_function
+
+
+def _as_shape(args):
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        args = args[0]
+    return tuple(int(s) for s in args)
+
+
+def creation_meta(x):
+    """How a view of x is made, when that forbids a later recorded in-place op on
+    it (torch's CreationMeta): in inference mode, under no_grad, or by a custom
+    Function (set there). A view of such a view keeps the mark, unless it is made
+    under a mode that sets its own; inference mode's mark is never replaced."""
+    loc = _state.local
+    inherited = x._creation_meta
+    if x._inference or (loc.grad_enabled and not loc.inference) or inherited == "inference_mode":
+        return inherited
+    return "inference_mode" if loc.inference else "no_grad"
+
+
+def make_view(x, arr, fn, args):
+    """A Tensor sharing `x`'s storage; remembers how to redo itself from the base
+    (so an in-place op through it can update the base's history)."""
+    out = Tensor(arr)
+    out._vc = x._vc
+    base = out._base = x._base if x._base is not None else x
+    out._view_chain = (x._view_chain or ()) + ((fn, args),)
+    out._inference = x._inference
+    out._creation_meta = creation_meta(x)
+    # The base knows its live views, so an in-place change of the base (or of
+    # one view) can give the others a grad_fn over the new history.
+    views = base._views
+    if views is None:
+        views = base._views = set()
+    views.add(weakref.ref(out, views.discard))
+    return out
+
+
+def or_zeros(tangent, like, lead=()):
+    """A missing tangent of a multi-input op counts as zeros (with the batch dims
+    `lead` of the other tangents)."""
+    return tangent if tangent is not None else Tensor(np.zeros(lead + like._data.shape,
+                                                               like._data.dtype, like=like._data))
+
+
+def shift_dims(dims, k, prefix=False):
+    dims = tuple(d + k for d in dims)
+    return tuple(range(k)) + dims if prefix else dims
+
+
+def align_tangent(t, x, ndim):
+    """Insert ones after the batch dims so t's primal part has `ndim` dims."""
+    k = nb(t, x)
+    pad = ndim - x._data.ndim
+    if pad <= 0:
+        return t
+    shp = t._data.shape
+    return reshape(t, shp[:k] + (1,) * pad + shp[k:])
+
+
+def batched_key(key, k):
+    if not k:
+        return key
+    return (slice(None),) * k + (key if isinstance(key, tuple) else (key,))
+
+
+def batched_sum_to(t, x, shape):
+    k = nb(t, x)
+    if not k:
+        return sum_to_size(t, shape)
+    lead = t._data.shape[:k]
+    pad = x._data.ndim - len(shape)
+    return reshape(sum_to_size(t, lead + (1,) * pad + tuple(shape)), lead + tuple(shape))
+
+
+def batched_index(index, t, x):
+    k = nb(t, x)
+    if not k:
+        return index
+    return Tensor(np.broadcast_to(index._data, t._data.shape[:k] + index._data.shape).copy())
+
+
+def apply_chain(t, chain):
+    for fn, args in chain:
+        t = fn(t, *args)
+    return t
+
+
+def _infer_shape(shape, numel, src_shape):
+    if shape.count(-1) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    known = 1
+    for s in shape:
+        if s != -1:
+            if s < 0:
+                raise RuntimeError(f"invalid shape dimension {s}")
+            known *= s
+    if -1 in shape:
+        if known == 0 or numel % known:
+            raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+        shape = tuple(numel // known if s == -1 else s for s in shape)
+    elif known != numel:
+        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel} "
+                           f"(the tensor has shape {list(src_shape)})")
+    return shape
+
+
+def _reshape_backward(node, g):
+    return (g.reshape(node._attrs),)
+
+
+def view(x, *shape):
+    return _view(x, _infer_shape(_as_shape(shape), x._data.size, x._data.shape), "ViewBackward0")
+
+
+def _view(x, shape, name):
+    """A view of x with `shape`, recorded under torch's node name for the op."""
+    arr = x._data.view()
+    try:
+        arr.shape = shape
+    except AttributeError:
+        raise RuntimeError(
+            "view size is not compatible with input tensor's size and stride (at least one "
+            "dimension spans across two contiguous subspaces). Use .reshape(...) instead.") from None
+    out = make_view(x, arr, view, (shape,))
+    if FW[0] is not None:
+        jvp(out, (x,), lambda tx: view(tx, tx.shape[:nb(tx, x)] + shape))
+    record(name, (x,), (out,), _reshape_backward, attrs=x._data.shape)
+    return out
+
+
+def reshape(x, *shape):
+    shape = _infer_shape(_as_shape(shape), x._data.size, x._data.shape)
+    if shape == x._data.shape:
+        return view(x, shape)
+    arr = x._data.view()
+    try:
+        arr.shape = shape
+        out = make_view(x, arr, reshape, (shape,))
+        name = "ViewBackward0"
+    except AttributeError:
+        out = Tensor(x._data.reshape(shape))
+        name = "UnsafeViewBackward0"
+    if FW[0] is not None:
+        jvp(out, (x,), lambda tx: reshape(tx, tx.shape[:nb(tx, x)] + shape))
+    record(name, (x,), (out,), _reshape_backward, attrs=x._data.shape)
+    return out
+
+
+def flatten(x, start_dim=0, end_dim=-1):
+    nd = x._data.ndim
+    if nd == 0:
+        return reshape(x, (1,))
+    s, e = wrap_dim(start_dim, nd), wrap_dim(end_dim, nd)
+    if s > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    shp = x._data.shape
+    return reshape(x, shp[:s] + (-1 if 0 not in shp else 0,) + shp[e + 1:]) if s != e else x
+
+
+def squeeze(x, dim=None):
+    shp = x._data.shape
+    if dim is None:
+        dims = {i for i, s in enumerate(shp) if s == 1}
+    else:
+        dims = {wrap_dim(d, len(shp)) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))}
+        dims = {d for d in dims if len(shp) and shp[d] == 1}
+    return _view(x, tuple(s for i, s in enumerate(shp) if i not in dims),
+                 "SqueezeBackward0" if dim is None else "SqueezeBackward1")
+
+
+def unsqueeze(x, dim):
+    nd = x._data.ndim
+    d = wrap_dim(dim, nd + 1)
+    shp = x._data.shape
+    return _view(x, shp[:d] + (1,) + shp[d:], "UnsqueezeBackward0")
+
+
+def _expand_backward(node, g):
+    return (sum_to_size(g, node._attrs),)
+
+
+def expand(x, *sizes):
+    sizes = _as_shape(sizes)
+    shp = x._data.shape
+    if len(sizes) < len(shp):
+        raise RuntimeError(
+            f"expand(jitgrad.{x.dtype.name}{{{list(shp)}}}, size={list(sizes)}): the number of sizes "
+            f"provided ({len(sizes)}) must be greater or equal to the number of dimensions in the "
+            f"tensor ({len(shp)})")
+    lead = len(sizes) - len(shp)
+    target = list(sizes)
+    for i, s in enumerate(shp):
+        want = sizes[lead + i]
+        if want == -1:
+            target[lead + i] = s
+        elif s != 1 and s != want:
+            raise RuntimeError(
+                f"The expanded size of the tensor ({want}) must match the existing size ({s}) at "
+                f"non-singleton dimension {lead + i}.  Target sizes: {list(sizes)}.  Tensor sizes: "
+                f"{list(shp)}")
+    target = tuple(target)
+    if target == shp:
+        return view(x, shp)
+    out = make_view(x, np.broadcast_to(x._data, target), expand, (target,))
+    if FW[0] is not None:
+        jvp(out, (x,), lambda tx: expand(align_tangent(tx, x, len(target)), tx.shape[:nb(tx, x)] + target))
+    record("ExpandBackward0", (x,), (out,), _expand_backward, attrs=shp)
+    return out
+
+
+def expand_as(x, other):
+    return expand(x, other._data.shape)
+
+
+broadcast_to = expand
+
+
+def _sum_to_backward(node, g):
+    return (expand(g, node._attrs),)
+
+
+def sum_to_size(x, *shape):
+    """Sum `x` down to `shape` (the reverse of broadcasting)."""
+    shape = _as_shape(shape)
+    arr = x._data
+    lead = arr.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + k for k, s in enumerate(shape)
+                                      if s == 1 and arr.shape[lead + k] != 1)
+    if not axes:
+        return x
+    out = Tensor(arr.sum(axis=axes).reshape(shape))
+    if FW[0] is not None:
+        jvp(out, (x,), lambda tx: batched_sum_to(tx, x, shape))
+    record("SumBackward1", (x,), (out,), _sum_to_backward, attrs=arr.shape)
+    return out
+
+
+def _transpose_backward(node, g):
+    return (transpose(g, *node._attrs),)
+
+
+def transpose(x, dim0, dim1):
+    nd = x._data.ndim
+    a, b = wrap_dim(dim0, nd), wrap_dim(dim1, nd)
+    out = make_view(x, np.swapaxes(x._data, a, b), transpose, (a, b))
+    if FW[0] is not None:
+        jvp(out, (x,), lambda tx: transpose(tx, a + nb(tx, x), b + nb(tx, x)))
+    record("TransposeBackward0", (x,), (out,), _transpose_backward, attrs=(a, b))
+    return out
+
+
+swapaxes = transpose
+
+
+def t(x):
+    if x._data.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x._data.ndim}D")
+    if x._data.ndim < 2:
+        return view(x, x._data.shape)
+    out = make_view(x, x._data.T, t, ())
+    if FW[0] is not None:
+        jvp(out, (x,), lambda tx: transpose(tx, -1, -2))
+    record("TBackward0", (x,), (out,), lambda node, g: (t(g),))
+    return out
+
+
+def _permute_backward(node, g):
+    return (permute(g, tuple(np.argsort(node._attrs))),)
+
+
+def permute(x, *dims):
+    dims = _as_shape(dims)
+    nd = x._data.ndim
+    if len(dims) != nd:
+        raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does "
+                           f"not match the length of the desired ordering of dimensions i.e. input."
+                           f"dim() = {nd} is not equal to len(dims) = {len(dims)}")
+    dims = tuple(wrap_dim(d, nd) for d in dims)
+    if len(set(dims)) != nd:
+        raise RuntimeError("permute(): duplicate dims are not allowed.")
+    out = make_view(x, np.transpose(x._data, dims), permute, (dims,))
+    if FW[0] is not None:
+        jvp(out, (x,), lambda tx: permute(tx, shift_dims(dims, nb(tx, x), True)))
+    record("PermuteBackward0", (x,), (out,), _permute_backward, attrs=dims)
+    return out
+
+
+def T(x):
+    return permute(x, tuple(range(x._data.ndim - 1, -1, -1)))
+
+
+def flip(x, dims):
+    dims = tuple(wrap_dim(d, x._data.ndim) for d in (dims if isinstance(dims, (tuple, list)) else (dims,)))
+    out = Tensor(np.flip(x._data, dims).copy())
+    if FW[0] is not None:
+        jvp(out, (x,), lambda tx: flip(tx, shift_dims(dims, nb(tx, x))))
+    record("FlipBackward0", (x,), (out,), lambda node, g: (flip(g, node._attrs),), attrs=dims)
+    return out
+
+
+def clone(x, memory_format=None):
+    out = Tensor(x._data.copy())
+    if FW[0] is not None:
+        jvp(out, (x,), clone)
+    record("CloneBackward0", (x,), (out,), lambda node, g: (g,))
+    return out
+
+
+def contiguous(x, memory_format=None):
+    return x if x._data.flags.c_contiguous else clone(x)
+
+
+# ---- registry samples ------------------------------------------------------------------------
+
+register_function("reshape", reshape, Sample(Arg(2, 6), (3, 4)), Sample(Arg(2, 6), (-1,)))
+register_function("view", view, Sample(Arg(2, 6), (4, 3)))
+register_function("flatten", flatten, Sample(Arg(2, 3, 4)), Sample(Arg(2, 3, 4), 1))
+register_function("squeeze", squeeze, Sample(Arg(2, 1, 3)), Sample(Arg(2, 1, 3), 1))
+register_function("unsqueeze", unsqueeze, Sample(Arg(2, 3), 1), Sample(Arg(2, 3), -1))
+register_function("expand", expand, Sample(Arg(3, 1), (2, 3, 4)))
+register_function("broadcast_to", broadcast_to, Sample(Arg(1, 4), (3, 4)))
+register_function("transpose", transpose, Sample(Arg(2, 3, 4), 0, 2))
+register_function("permute", permute, Sample(Arg(2, 3, 4), (2, 0, 1)))
+register_function("t", t, Sample(Arg(2, 3)))
+register_function("flip", flip, Sample(Arg(2, 3), (0, 1)))
+register_function("clone", clone, Sample(Arg(2, 3)))
+register_function("sum_to_size", sum_to_size, Sample(Arg(2, 3, 4), (3, 1)))
