@@ -15,7 +15,7 @@ import numpy as np
 from .. import _state
 from .._node import AccumulateGrad, GradientEdge, count_dependencies, edge_of, output_meta
 from .anomaly_mode import run_checked
-from .fusion import FusedGroup
+from .fusion import FusedGroup, plan
 from ..dtypes import from_np
 from ..tensor import CPU, CUDA0, Size, Tensor, on_device
 
@@ -294,7 +294,6 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
     owner = None
     anomaly = _state.local.anomaly  # as torch: checked if on while backward runs
     if _state.local.fusion and not create_graph and not anomaly and _state.fw_level[0] is None:
-        from .fusion import plan
         excluded = set() if targets is None else {n for n, _ in targets}
         if needed is not None:
             excluded |= seen - needed
@@ -356,10 +355,12 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                     grads = _node_pre_hooks(node, grads)
                 if prof is not None:
                     prof.push(node.name(), "backward")
-                if not any(g is not None for g in grads):
-                    out = [None] * len(node._edges)  # no gradient arrived: none leaves, as torch
+                for g in grads:
+                    if g is not None:
+                        out = run_checked(node, grads) if anomaly else node.apply(grads)
+                        break
                 else:
-                    out = run_checked(node, grads) if anomaly else node.apply(grads)
+                    out = [None] * len(node._edges)  # no gradient arrived: none leaves, as torch
                 if prof is not None:
                     prof.pop()
                 if node._hooks is not None:
