@@ -331,10 +331,12 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                     grads = _node_pre_hooks(node, grads)
                 if prof is not None:
                     prof.push(node.name(), "backward")
-                if not any(g is not None for g in grads):
-                    out = [None] * len(node._edges)  # no gradient arrived: none leaves, as torch
+                for g in grads:
+                    if g is not None:
+                        out = run_checked(node, grads) if anomaly else node.apply(grads)
+                        break
                 else:
-                    out = run_checked(node, grads) if anomaly else node.apply(grads)
+                    out = [None] * len(node._edges)  # no gradient arrived: none leaves, as torch
                 if prof is not None:
                     prof.pop()
                 if node._hooks is not None:

@@ -14,7 +14,7 @@ import numpy as np
 from .. import _state, backend
 from ..errors import size_mismatch
 from .._node import SavedTensor, count_dependencies
-from ..kernels import fuse as _fuse
+from ..kernels import cache as _cache, fuse as _fuse
 from ..kernels.cpu import check_lengths as _check_lengths
 from ..kernels.pool import empty as _empty
 from ..ops.pointwise import ElementwiseNode
@@ -58,8 +58,63 @@ def _fusable(node):
 MAX_GROUP = 32
 
 
+# Plans by graph signature: a training loop rebuilds the same graph every step,
+# and the plan depends on the structure only. Bounded: a program that builds ever
+# new graphs must not grow it without end.
+_plans = {}
+MAX_PLANS = 256
+
+
 def plan(nodes, deps, roots, excluded):
     """Map each fused node to its FusedGroup (groups of two or more nodes).
+
+    The grouping (which nodes, by their place in the graph) is cached under the
+    graph's structural signature; each call builds fresh FusedGroups over this
+    graph's own nodes. Graphs with fewer than two fusable nodes are not planned."""
+    ok = {c for c in nodes if _fusable(c)}
+    if excluded:
+        ok -= excluded
+    if len(ok) < 2:
+        return {}
+    order = sorted(nodes, key=_by_newest)
+    key = _signature(order, ok, roots)
+    groups = _plans.get(key)
+    _cache.count_plan(groups is not None)
+    if groups is None:
+        index = {n: k for k, n in enumerate(order)}
+        groups = [tuple(index[m] for m in g) for g in _group(nodes, ok)]
+        if len(_plans) >= MAX_PLANS:
+            _plans.clear()
+        _plans[key] = groups
+    owner = {}
+    for g in groups:
+        group = FusedGroup([order[k] for k in g], deps, roots)
+        for m in group.members:
+            owner[m] = group
+    return owner
+
+
+def _signature(order, ok, roots):
+    """What the grouping depends on, per node newest first: its op, gradient mask,
+    output shape and dtype, whether it may fuse, is a root, ties the previous
+    node's sequence number, and its edges as positions in this order."""
+    index = {n: k for k, n in enumerate(order)}
+    sig = []
+    prev = None
+    for n in order:
+        fusable = n in ok
+        sig.append((n.__class__, getattr(n, "_op", None) if fusable else None,
+                    n._mask if fusable else None, n._shape if fusable else None,
+                    n._kdt if fusable else None, fusable, n in roots, n._seq == prev,
+                    tuple((index[p] if p is not None else -1, nr) for p, nr in n._edges),
+                    tuple(m[:2] if m is not None else None for m in n._in_meta)
+                    if fusable else None))
+        prev = n._seq
+    return tuple(sig)
+
+
+def _group(nodes, ok):
+    """The groups (member lists, head first) of two or more nodes.
 
     Nodes are visited newest first (the order backward runs them); a node joins
     the group of a consumer it is linked to by a fusable edge, unless one of its
@@ -67,9 +122,6 @@ def plan(nodes, deps, roots, excluded):
     (its sequence number is lower): such a consumer may be fed by the group
     itself, and waiting for it would deadlock. Every path that leaves a group
     therefore never comes back into it."""
-    ok = {c for c in nodes if _fusable(c)}
-    if excluded:
-        ok -= excluded
     consumers = {}
     for c in nodes:
         for p, _ in c._edges:
@@ -93,13 +145,8 @@ def plan(nodes, deps, roots, excluded):
             chosen[0].append(p)
             chosen[1].add(p)
             group_of[p] = chosen
-    owner = {}
-    for members, _ in {id(g): g for g in group_of.values()}.values():
-        if len(members) > 1:
-            group = FusedGroup(members, deps, roots)
-            for m in members:
-                owner[m] = group
-    return owner
+    return [members for members, _ in {id(g): g for g in group_of.values()}.values()
+            if len(members) > 1]
 
 
 def _fusable_edge(c, p):

@@ -90,10 +90,13 @@ def _start_numba():
 
 
 def lookup(key):
-    """A kernel remembered under a caller's own key (e.g. a fusion plan signature)."""
-    fn = _memory.get(key)
-    _stats["plan_hits" if fn is not None else "plan_misses"] += 1
-    return fn
+    """A kernel remembered under a caller's own key (e.g. a fused group's spec)."""
+    return _memory.get(key)
+
+
+def count_plan(hit):
+    """Count one backward fusion plan found (or not) in the plan cache."""
+    _stats["plan_hits" if hit else "plan_misses"] += 1
 
 
 def remember(key, fn):

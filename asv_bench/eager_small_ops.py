@@ -1,0 +1,141 @@
+"""Small-op eager workloads, jitgrad beside torch in one process.
+
+W2: fwd+bwd of sum(tanh(sin(x) * exp(-x*x) + 0.5*x) * sigmoid(x)), N=16 float32.
+W7: fwd+bwd of a 1000-op graph on 0-d tensors (the 100 elements of one leaf).
+W5: Hessian-vector product of sum(tanh(A @ w)), A 512x512 float32.
+
+    PYTHONPATH=. python asv_bench/eager_small_ops.py            # medians and ratios
+    PYTHONPATH=. python asv_bench/eager_small_ops.py --profile  # cProfile of W2, W7
+
+The two libraries run interleaved (one repeat of each in turn), so a busy
+core slows both alike; each printed time is the median over the repeats.
+"""
+import argparse
+import cProfile
+import pstats
+import statistics
+import time
+
+import numpy as np
+
+import jitgrad
+
+try:
+    import torch
+except ImportError:  # jitgrad alone
+    torch = None
+
+
+def w2(lib, n=16):
+    x = lib.tensor(np.linspace(-2, 2, n, dtype=np.float32), requires_grad=True)
+
+    def step():
+        x.grad = None
+        y = (lib.tanh(lib.sin(x) * lib.exp(-x * x) + 0.5 * x) * lib.sigmoid(x)).sum()
+        y.backward()
+    return step
+
+
+def _w7_graph(lib, x, ops=1000):
+    n = list(x)
+    k = 0
+    while k < ops:
+        r = k % 4
+        if r == 0:
+            n.append(lib.nn.functional.softplus(n[-10]))
+        elif r == 1:
+            n.append(sum(n[-30:-10:5]))
+        elif r == 2:
+            n.append(n[-20] * n[-10])
+        else:
+            n.append(lib.softmax(lib.stack(n[-4:]), 0)[0])
+        k += 1
+    return n[-1]
+
+
+def w7(lib):
+    x = lib.tensor(np.linspace(-1, 1, 100, dtype=np.float32), requires_grad=True)
+
+    def step():
+        x.grad = None
+        _w7_graph(lib, x).backward()
+    return step
+
+
+def w5(lib, n=512):
+    rng = np.random.default_rng(0)
+    a = lib.tensor((rng.standard_normal((n, n)) / np.sqrt(n)).astype(np.float32))
+    w = lib.tensor(rng.standard_normal(n, dtype=np.float32), requires_grad=True)
+    v = lib.tensor(rng.standard_normal(n, dtype=np.float32))
+
+    def step():
+        (g,) = lib.autograd.grad(lib.tanh(a @ w).sum(), w, create_graph=True)
+        (hv,) = lib.autograd.grad(g, w, v)
+        return hv
+    return step
+
+
+WORKLOADS = {"W2": (w2, 2000), "W7": (w7, 10), "W5": (w5, 500)}
+
+
+def _time(step, number):
+    t = time.perf_counter()
+    for _ in range(number):
+        step()
+    return (time.perf_counter() - t) / number
+
+
+def measure(repeats=15, names=WORKLOADS):
+    """{name: {lib: median seconds per step}}, the libraries interleaved."""
+    libs = {"jitgrad": jitgrad} if torch is None else {"jitgrad": jitgrad, "torch": torch}
+    result = {}
+    for name in names:
+        make, number = WORKLOADS[name]
+        steps = {k: make(lib) for k, lib in libs.items()}
+        for step in steps.values():  # warm-up: compile kernels, fill caches
+            _time(step, max(1, number // 10))
+        samples = {k: [] for k in steps}
+        for _ in range(repeats):
+            for k, step in steps.items():
+                samples[k].append(_time(step, max(1, number // repeats)))
+        result[name] = {k: statistics.median(v) for k, v in samples.items()}
+    return result
+
+
+def _report(result):
+    print(f"{'':4} {'jitgrad':>12} {'torch':>12} {'ratio':>7}")
+    for name, r in result.items():
+        j, t = r["jitgrad"], r.get("torch")
+        line = f"{name:4} {_fmt(j):>12}"
+        if t is not None:
+            line += f" {_fmt(t):>12} {j / t:7.2f}"
+        print(line)
+
+
+def _fmt(s):
+    return f"{s * 1e6:.0f} us" if s < 1e-3 else f"{s * 1e3:.2f} ms"
+
+
+def profile(names=("W2", "W7"), top=25):
+    for name in names:
+        make, number = WORKLOADS[name]
+        step = make(jitgrad)
+        _time(step, max(1, number // 10))
+        prof = cProfile.Profile()
+        prof.enable()
+        _time(step, number)
+        prof.disable()
+        print(f"--- {name}: {number} steps, top {top} by own time")
+        pstats.Stats(prof).sort_stats("tottime").print_stats(top)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--profile", action="store_true", help="cProfile W2 and W7 instead")
+    ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("workloads", nargs="*", default=list(WORKLOADS))
+    args = ap.parse_args()
+    if args.profile:
+        profile([w for w in args.workloads if w != "W5"])
+    else:
+        _report(measure(args.repeats, args.workloads))
