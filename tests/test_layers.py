@@ -166,9 +166,6 @@ def test_allow_list_names_real_modules(importer, imported):
 
 # What only jitgrad/backend may ask of an array: its type, or the CUDA array's marks.
 _DEVICE_TESTS = ("is np.ndarray", "is not np.ndarray", '"flat_view"', '"on_device"', ".is_cuda")
-# optim/_kernels.py launches CUDA optimizer kernels with its own flat views (its
-# launcher predates the backend's kernel_args).
-_DEVICE_TEST_EXCEPTIONS = {"optim/_kernels.py"}
 
 
 @pytest.mark.parametrize("package", ["ops", "autograd", "nn", "optim"])
@@ -176,8 +173,6 @@ def test_upper_layers_leave_device_questions_to_the_backend(package):
     found = []
     for path in sorted((ROOT / package).rglob("*.py")):
         rel = str(path.relative_to(ROOT))
-        if rel in _DEVICE_TEST_EXCEPTIONS:
-            continue
         for i, line in enumerate(path.read_text().splitlines(), 1):
             if any(t in line for t in _DEVICE_TESTS) and not line.lstrip().startswith("#"):
                 found.append(f"jitgrad/{rel}:{i}: {line.strip()}")

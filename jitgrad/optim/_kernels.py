@@ -16,6 +16,9 @@ multiply-add (`add(alpha=)`, `lerp`, `addcmul`: ATen's `vec::fmadd`, and its
 scalar tail contracted the same way) the kernel calls `fma` too, so float32
 trajectories agree with torch's to an ulp or two rather than drifting apart.
 """
+import numpy as np
+
+from .. import backend
 from ..kernels import cache
 from ..kernels.source import NUMBA_TYPE, array_type, check_lengths, flat_kernel, header
 
@@ -78,18 +81,17 @@ def _load(key, name, source):
 def _cuda_launcher(kernel, dtype):
     """Call a CUDA optimizer kernel like the CPU one: device arrays in, Python
     floats rounded to the parameter dtype (as the CPU signature does)."""
-    from .._cuda.kernels import launch, launch_1d  # loads numba.cuda: CUDA parameters only
-    import numpy as np
+    kernels = backend.cuda.kernels()
     scalar = np.dtype(dtype).type
 
     def call(*args):
         n = args[0].size
-        kargs = [a.flat_view() if hasattr(a, "flat_view") else
-                 (a if isinstance(a, (bool, np.bool_)) else scalar(a)) for a in args]
+        kargs = backend.kernel_args([a if backend.is_array(a) or isinstance(a, (bool, np.bool_))
+                                     else scalar(a) for a in args])
         check_lengths(n, kargs, "optimizer kernel")
         if n:
-            blocks, threads = launch_1d(n)
-            launch(kernel, blocks, threads, *kargs)
+            blocks, threads = kernels.launch_1d(n)
+            kernels.launch(kernel, blocks, threads, *kargs)
     return call
 
 
