@@ -1,14 +1,20 @@
-"""DeviceArray: the storage of a CUDA tensor.
+"""DeviceArray: the storage of a CUDA tensor, and what every CUDA array operation
+builds on (allocation, transfers, elementwise kernels, the host fallback).
 
 A strided view (element offset, shape, element strides) over a 1-D numba.cuda
-device buffer. It implements numpy's protocols (`__array_ufunc__`,
-`__array_function__`, NEP 35 `like=`) so the ops layer, written against
-numpy, runs unchanged on the GPU:
+device buffer. It implements numpy's protocols for array-likes (NEP 18
+`__array_function__`, `__array_ufunc__`, NEP 35 `like=`) so the ops layer,
+written against numpy, runs unchanged on the GPU:
 - view geometry (reshape, transpose, basic indexing, broadcast_to, ...) is
   computed by numpy itself on a "shadow" array that has the same strides over
   a one-element anchor and is never read;
-- ufuncs, reductions, matmul, copies, indexing, gather and scatter-add run
-  kernels.py kernels; memory comes from a caching pool (memory.py);
+- ufuncs with a formula (numpy's table in ufunc_code.py, jitgrad's formula
+  kernels) run elementwise kernels.py kernels; memory comes from a caching
+  pool (memory.py);
+- every other numpy function is looked up in FUNCTIONS, filled by the modules
+  that implement them with `@implements(np.fn)`: reductions.py, indexing.py,
+  linalg.py, functions.py (api.py loads them all); array methods that are numpy
+  functions (sum, max, argmax, ...) go through the same table;
 - anything else runs on the host (a copy each way, a one-time warning) and
   is counted in `host_fallbacks()`.
 Mixing with a host array raises torch's device error; 0-d host values act as
@@ -22,18 +28,39 @@ from numpy.lib.stride_tricks import as_strided
 
 from . import cuda, kernels as K
 from .memory import alloc
-from .ufunc_code import UFUNC_REDUCE, ufunc_code
+from .ufunc_code import ufunc_code
 
 NUMPY_ERROR = ("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the "
                "tensor to host memory first.")
 _fallbacks = {}  # numpy function name -> calls run on the host
+
+# numpy function, (ufunc, method) or DeviceArray operation name ("getitem",
+# "setitem", "softmax") -> its CUDA implementation
+FUNCTIONS = {}
+
+
+def implements(*keys):
+    """Register the decorated function as the CUDA implementation of `keys`."""
+    def register(fn):
+        for key in keys:
+            FUNCTIONS[key] = fn
+        return fn
+    return register
+
+
+def _table_method(key):
+    """A DeviceArray method that is the numpy function `key` of the array itself."""
+    def method(self, *args, **kwargs):
+        return FUNCTIONS[key](self, *args, **kwargs)
+    method.__name__ = getattr(key, "__name__", key)
+    return method
 
 
 def host_fallbacks():
     return dict(_fallbacks)
 
 
-def _c_strides(shape):
+def c_strides(shape):
     st, acc = [], 1
     for s in reversed(shape):
         st.append(acc)
@@ -41,7 +68,7 @@ def _c_strides(shape):
     return tuple(reversed(st))
 
 
-def _numel(shape):
+def numel(shape):
     n = 1
     for s in shape:
         n *= s
@@ -94,7 +121,7 @@ class DeviceArray(NDArrayOperatorsMixin):
 
     # ---- attributes ------------------------------------------------------------
     ndim = property(lambda self: len(self.shape))
-    size = property(lambda self: _numel(self.shape))
+    size = property(lambda self: numel(self.shape))
     itemsize = property(lambda self: self.dtype.itemsize)
     nbytes = property(lambda self: self.size * self.dtype.itemsize)
     strides = property(lambda self: tuple(s * self.dtype.itemsize for s in self.strides_))
@@ -105,13 +132,13 @@ class DeviceArray(NDArrayOperatorsMixin):
         return "cuda:0"
 
     def contiguous(self):
-        return all(st == c for st, c, s in zip(self.strides_, _c_strides(self.shape), self.shape)
+        return all(st == c for st, c, s in zip(self.strides_, c_strides(self.shape), self.shape)
                    if s != 1)
 
     @property
     def flags(self):
         c = self.contiguous()
-        f = all(st == c2 for st, c2, s in zip(self.strides_, _c_strides(self.shape[::-1])[::-1],
+        f = all(st == c2 for st, c2, s in zip(self.strides_, c_strides(self.shape[::-1])[::-1],
                                               self.shape) if s != 1)
         return _Flags(c, f)
 
@@ -130,8 +157,12 @@ class DeviceArray(NDArrayOperatorsMixin):
     def __array__(self, dtype=None, copy=None):
         raise TypeError(NUMPY_ERROR)
 
-    def __reduce__(self):  # pickles as its values; unpickles onto the GPU
-        return to_device, (self.get(),)
+    # Pickles as its values; unpickles onto the GPU through api.py's from_host, which
+    # api.py sets here: unpickling in a new process then loads every implementation.
+    unpickler = None
+
+    def __reduce__(self):
+        return self.unpickler, (self.get(),)
 
     # ---- host transfers --------------------------------------------------------
     def flat_view(self):
@@ -187,7 +218,7 @@ class DeviceArray(NDArrayOperatorsMixin):
         try:
             return self._view(np.reshape(self._shadow(), shape, copy=False))
         except ValueError:
-            if _numel(self.shape) != _numel([s for s in shape if s != -1]) and -1 not in shape:
+            if numel(self.shape) != numel([s for s in shape if s != -1]) and -1 not in shape:
                 raise
             return self.copy().reshape(*shape)
 
@@ -209,30 +240,18 @@ class DeviceArray(NDArrayOperatorsMixin):
         return self._view(self._shadow().squeeze(axis))
 
     def __getitem__(self, key):
-        if _is_basic(key):
+        if is_basic(key):
             k = key if isinstance(key, tuple) else (key,)
             if not any(e is Ellipsis for e in k):
                 k = k + (Ellipsis,)  # a 0-d view, never a scalar read from the shadow
             return self._view(self._shadow()[k])
-        _check_devices(key if isinstance(key, tuple) else (key,))
-        idxs = _advanced_key(self, key)
-        if idxs is not None:
-            index, view, dim, shape = _advanced(self, idxs)
-            out = empty(shape, self.dtype)
-            _indexed("gather", out, index, view, dim)
-            return out
-        return _host_call("getitem", lambda a, k: a[k], (self, key), {})
+        return FUNCTIONS["getitem"](self, key)
 
     def __setitem__(self, key, value):
-        if _is_basic(key):
+        if is_basic(key):
             copyto(self[key], value)
             return
-        _check_devices(key if isinstance(key, tuple) else (key,))
-        idxs = _advanced_key(self, key)
-        if idxs is None:
-            return _host_call("setitem", _host_setitem, (self, key, value), {})
-        index, view, dim, shape = _advanced(self, idxs)
-        _indexed("scatter_store", _values_like(value, shape, self.dtype), index, view, dim)
+        FUNCTIONS["setitem"](self, key, value)
 
     # ---- copies ----------------------------------------------------------------
     def copy(self, order="C"):
@@ -251,110 +270,54 @@ class DeviceArray(NDArrayOperatorsMixin):
     def view(self, dtype=None):
         if dtype is None or np.dtype(dtype) == self.dtype:
             return DeviceArray(self.buf, self.offset, self.shape, self.strides_, self.dtype)
-        return _host_call("view", lambda a: a.view(dtype), (self,), {})
+        return host_call("view", lambda a: a.view(dtype), (self,), {})
 
     def fill(self, value):
         copyto(self, value)
 
-    # ---- numpy methods that map to numpy functions -------------------------------
-    def sum(self, axis=None, dtype=None, out=None, keepdims=False):
-        return _reduce("sum", self, axis, keepdims, dtype)
-
-    def prod(self, axis=None, dtype=None, out=None, keepdims=False):
-        return _reduce("prod", self, axis, keepdims, dtype)
-
-    def max(self, axis=None, out=None, keepdims=False):
-        return _reduce("max", self, axis, keepdims)
-
-    def min(self, axis=None, out=None, keepdims=False):
-        return _reduce("min", self, axis, keepdims)
-
-    def mean(self, axis=None, dtype=None, out=None, keepdims=False):
-        return _mean(self, axis, dtype, keepdims)
-
-    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
-        return _var(self, axis, dtype, out, ddof, keepdims)
-
-    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
-        return np.sqrt(_var(self, axis, dtype, out, ddof, keepdims))
-
-    def argmax(self, axis=None, out=None, keepdims=False):
-        return _arg_extreme("max", self, axis, out, keepdims)
-
-    def argmin(self, axis=None, out=None, keepdims=False):
-        return _arg_extreme("min", self, axis, out, keepdims)
-
-    def cumsum(self, axis=None, dtype=None, out=None):
-        return _cumulative("sum")(self, axis, dtype, out)
-
-    def cumprod(self, axis=None, dtype=None, out=None):
-        return _cumulative("prod")(self, axis, dtype, out)
-
-    def softmax(self, axis, log=False):
-        """softmax (or log_softmax) along `axis`: one kernel, one block per row."""
-        out = empty(self.shape, self.dtype)
-        if not self.size:
-            return out
-        src = self._view(np.moveaxis(self._shadow(), axis, -1))
-        dst = out._view(np.moveaxis(out._shadow(), axis, -1))
-        lines = src.shape[:-1]
-        acc = "float32" if self.dtype == np.float16 else self.dtype.name
-        kern = K.softmax(len(lines), acc, self.dtype.name, log)
-        largs = (lines, src.strides_[:-1], dst.strides_[:-1]) if lines else ()
-        n_lines = _numel(lines)
-        blocks = 1 if K.simulator() else min(n_lines, 65535)
-        K.launch(kern, blocks, K.threads(), n_lines, *largs, src.buf, src.offset,
-                 src.strides_[-1], src.shape[-1], dst.buf, dst.offset, dst.strides_[-1])
-        return out
-
-    def any(self, axis=None, keepdims=False):
-        return _reduce("max", self.astype(np.bool_), axis, keepdims)
-
-    def all(self, axis=None, keepdims=False):
-        return _reduce("min", self.astype(np.bool_), axis, keepdims)
+    # ---- numpy methods that are numpy functions of the array ----------------------------
+    sum, prod, max, min, mean, var, std, argmax, argmin, cumsum, cumprod, any, all = (
+        _table_method(fn) for fn in (np.sum, np.prod, np.max, np.min, np.mean, np.var, np.std,
+                                     np.argmax, np.argmin, np.cumsum, np.cumprod, np.any, np.all))
+    # softmax (or log_softmax) along an axis: softmax(axis, log=False)
+    softmax = _table_method("softmax")
 
     def __getattr__(self, name):
         # Any other ndarray method: run it on the host (counted, warned once).
         if name.startswith("__") or not hasattr(np.ndarray, name):
             raise AttributeError(f"'DeviceArray' object has no attribute '{name}'")
-        return lambda *a, **k: _host_call(name, lambda arr, *a2, **k2: getattr(arr, name)(*a2, **k2),
+        return lambda *a, **k: host_call(name, lambda arr, *a2, **k2: getattr(arr, name)(*a2, **k2),
                                           (self,) + a, k)
 
     # ---- numpy protocols -------------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
-        if ufunc is np.matmul and method == "__call__" and not kwargs and out is None:
-            return matmul(*inputs)
         if method == "__call__" and not kwargs:
-            impl = ufunc_code(ufunc)
+            impl = FUNCTIONS.get(ufunc) if out is None else None  # matmul
             if impl is not None:
-                return _run_ufunc(ufunc, impl, inputs, out)
-        if method == "at" and ufunc is np.add and len(inputs) == 3:
-            return _add_at(*inputs)
-        if method == "reduce" and ufunc in UFUNC_REDUCE and out is None and \
-                set(kwargs) <= {"axis", "keepdims", "dtype"}:
-            return _reduce(UFUNC_REDUCE[ufunc], inputs[0], kwargs.get("axis", 0),
-                           kwargs.get("keepdims", False), kwargs.get("dtype"))
+                return impl(*inputs)
+            code = ufunc_code(ufunc)
+            if code is not None:
+                return _run_ufunc(ufunc, code, inputs, out)
+        impl = FUNCTIONS.get((ufunc, method))
+        if impl is not None:
+            return impl(*inputs, out=out, **kwargs)
         if out is not None:
             kwargs["out"] = out
-        return _host_call(f"{ufunc.__name__}.{method}", getattr(ufunc, method), inputs, kwargs)
+        return host_call(f"{ufunc.__name__}.{method}", getattr(ufunc, method), inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
-        impl = _FUNCTIONS.get(func)
+        impl = FUNCTIONS.get(func)
         if impl is not None:
             return impl(*args, **kwargs)
-        return _host_call(func.__name__, func, args, kwargs)
+        return host_call(func.__name__, func, args, kwargs)
 
 
-def _is_basic(key):
+def is_basic(key):
     for k in key if isinstance(key, tuple) else (key,):
         if not (k is None or k is Ellipsis or isinstance(k, (int, np.integer, slice))) or \
                 isinstance(k, bool):
             return False
     return True
-
-
-def _host_setitem(a, key, value):
-    a[key] = value
 
 
 # ---- allocation and transfers ----------------------------------------------------
@@ -364,7 +327,7 @@ def empty(shape, dtype):
         shape = (int(shape),)
     shape = tuple(int(s) for s in shape)
     dtype = np.dtype(dtype)
-    return DeviceArray(alloc(_numel(shape), dtype), 0, shape, _c_strides(shape), dtype)
+    return DeviceArray(alloc(numel(shape), dtype), 0, shape, c_strides(shape), dtype)
 
 
 def to_device(host):
@@ -418,7 +381,7 @@ def launch_elementwise(code, operands, out, compute):
     return out
 
 
-def _check_devices(values):
+def check_devices(values):
     """Host arrays of more than zero dims cannot meet device arrays (torch's error)."""
     for v in values:
         if isinstance(v, np.ndarray) and v.ndim:
@@ -427,7 +390,7 @@ def _check_devices(values):
                                ".cpu() first.")
 
 
-def _scalarize(v):
+def scalarize(v):
     if isinstance(v, np.ndarray):  # 0-d host value: a scalar, as CPU scalar tensors in torch
         return v[()]
     return v
@@ -437,10 +400,10 @@ def copyto(dst, src, casting="unsafe", where=True):
     """dst[...] = src (broadcast, cast). A host array src is uploaded: copying
     between devices is what copy_ and assignment do, as in torch."""
     if where is not True:
-        return _host_call("copyto", np.copyto, (dst, src), {"casting": casting, "where": where})
+        return host_call("copyto", np.copyto, (dst, src), {"casting": casting, "where": where})
     if isinstance(src, np.ndarray) and src.ndim:
         src = to_device(src)
-    src = _scalarize(src)
+    src = scalarize(src)
     if not isinstance(src, DeviceArray):
         src = dst.dtype.type(src)
     if dst.size:
@@ -449,482 +412,30 @@ def copyto(dst, src, casting="unsafe", where=True):
 
 def _run_ufunc(ufunc, impl, inputs, out):
     code, compute = impl
-    _check_devices(inputs)
-    inputs = [_scalarize(v) for v in inputs]
     if compute is not None:  # a formula ufunc: the CPU path already cast its operands
-        res = np.dtype(ufunc.types[0].split("->")[1])
-        ops = inputs
-    else:  # numpy's own type resolution (NEP 50 for Python scalars)
-        dts = tuple(v.dtype if isinstance(v, (DeviceArray, np.generic)) else type(v)
-                    for v in inputs)
-        loop = ufunc.resolve_dtypes(dts + (None,) * ufunc.nout)
-        compute, res = loop[0], loop[-1]
-        ops = [v.astype(d, copy=False) if isinstance(v, DeviceArray) else d.type(v)
-               for v, d in zip(inputs, loop)]
+        return run_formula(code, compute, np.dtype(ufunc.types[0].split("->")[1]), inputs, out)
+    # numpy's own type resolution (NEP 50 for Python scalars)
+    check_devices(inputs)
+    inputs = [scalarize(v) for v in inputs]
+    dts = tuple(v.dtype if isinstance(v, (DeviceArray, np.generic)) else type(v) for v in inputs)
+    loop = ufunc.resolve_dtypes(dts + (None,) * ufunc.nout)
+    ops = [v.astype(d, copy=False) if isinstance(v, DeviceArray) else d.type(v)
+           for v, d in zip(inputs, loop)]
+    return _launch_into(code, ops, out, loop[0], loop[-1])
+
+
+def run_formula(code, compute, result, inputs, out):
+    """A formula kernel's call (operands already of its dtypes, as the ops layer
+    casts them): `code` over v0, v1, ... in `compute`, giving `result` dtype."""
+    check_devices(inputs)
+    return _launch_into(code, [scalarize(v) for v in inputs], out, compute, result)
+
+
+def _launch_into(code, ops, out, compute, result):
     if out is not None:
         return launch_elementwise(code, ops, out[0] if isinstance(out, tuple) else out, compute)
-    shape = np.broadcast_shapes(*[v.shape for v in inputs if isinstance(v, DeviceArray)])
-    return launch_elementwise(code, ops, empty(shape, res), compute)
-
-
-# ---- reductions ------------------------------------------------------------------
-
-def _axes(axis, ndim):
-    if axis is None:
-        return tuple(range(ndim))
-    if isinstance(axis, (int, np.integer)):
-        axis = (axis,)
-    return tuple(sorted(a % ndim if ndim else 0 for a in axis))
-
-
-def _reduce(op, x, axis, keepdims, dtype=None):
-    if not isinstance(x, DeviceArray):
-        return getattr(np, {"sum": "sum", "prod": "prod", "max": "max", "min": "min"}[op])(
-            x, axis=axis, keepdims=keepdims)
-    axes = _axes(axis, x.ndim)
-    keep = [d for d in range(x.ndim) if d not in axes]
-    R = _numel([x.shape[d] for d in axes])
-    if R == 0 and op in ("max", "min"):
-        raise ValueError(f"zero-size array to reduction operation "
-                         f"{'maximum' if op == 'max' else 'minimum'} which has no identity")
-    if dtype is not None:
-        out_dt = np.dtype(dtype)
-    elif op in ("sum", "prod") and x.dtype.kind in "bui":
-        out_dt = np.dtype(np.int64)
-    else:
-        out_dt = x.dtype
-    acc = {"f": "float64", "c": None}.get(out_dt.kind, "int64") if op in ("sum", "prod") \
-        else out_dt.name
-    if out_dt.kind == "b":
-        acc = "int64" if op in ("sum", "prod") else "int8"
-    init = _init(op, np.dtype(acc))
-    kshape = tuple(x.shape[d] for d in keep)
-    n_out = _numel(kshape)
-    src = x
-    if x.dtype.kind == "b":
-        src = x.astype(np.int8)
-    chunks = 1
-    chunk = K.reduce_chunk()
-    if n_out < 512 and R > 2 * chunk:  # few long rows: split them over more blocks
-        chunks = min(1024, -(-R // chunk))
-    per_chunk = -(-R // chunks) if R else 0
-    res = empty((n_out * chunks,), np.dtype(acc) if chunks > 1 else out_dt)
-    kern = K.reduce(op, len(keep), len(axes) or 1, acc, res.dtype.name, init)
-    rshape = tuple(x.shape[d] for d in axes) or (1,)
-    rs = tuple(src.strides_[d] for d in axes) or (0,)
-    kargs = (n_out, chunks, per_chunk, R) + ((kshape, tuple(src.strides_[d] for d in keep))
-                                             if keep else ()) + (rshape, rs, src.buf, src.offset,
-                                                                 res.buf)
-    if n_out:
-        blocks = 1 if K.simulator() else min(n_out * chunks, 65535)
-        K.launch(kern, blocks, K.threads(), *kargs)
-    if chunks > 1:
-        res = _reduce(op, res.reshape(n_out, chunks), 1, False, out_dt)
-    out = res.reshape(kshape)
-    if keepdims:
-        out = out.reshape(tuple(1 if d in axes else s for d, s in enumerate(x.shape)))
-    return out
-
-
-def _init(op, acc):
-    if op == "sum":
-        return 0
-    if op == "prod":
-        return 1
-    if acc.kind == "f":
-        return float("-inf") if op == "max" else float("inf")
-    info = np.iinfo(acc)
-    return int(info.min if op == "max" else info.max)
-
-
-def _mean(x, axis=None, dtype=None, keepdims=False):
-    axes = _axes(axis, x.ndim)
-    n = _numel([x.shape[d] for d in axes])
-    dt = np.dtype(dtype) if dtype is not None else (
-        x.dtype if x.dtype.kind == "f" else np.dtype(np.float64))
-    s = _reduce("sum", x, axis, keepdims, dt)
-    return launch_elementwise("v0 / v1", [s, dt.type(n)], empty(s.shape, dt), dt)
-
-
-# ---- matmul ----------------------------------------------------------------------
-
-def matmul(a, b):
-    _check_devices([a, b])
-    if not (isinstance(a, DeviceArray) and isinstance(b, DeviceArray)) or \
-            a.dtype != b.dtype or a.dtype.kind != "f" or a.ndim == 0 or b.ndim == 0:
-        return _host_call("matmul", np.matmul, (a, b), {})
-    va, vb = a.ndim == 1, b.ndim == 1
-    if va:
-        a = a.reshape(1, -1)
-    if vb:
-        b = b.reshape(-1, 1)
-    M, Ka = a.shape[-2:]
-    Kb, N = b.shape[-2:]
-    if Ka != Kb:
-        raise ValueError(f"matmul: Input operand 1 has a mismatch in its core dimension 0, "
-                         f"with gufunc signature (n?,k),(k,m?)->(n?,m?) (size {Kb} is different "
-                         f"from {Ka})")
-    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    ab = a._view(np.broadcast_to(a._shadow(), batch + a.shape[-2:]))
-    bb = b._view(np.broadcast_to(b._shadow(), batch + b.shape[-2:]))
-    nbatch = _numel(batch)
-    out = empty(batch + (M, N), a.dtype)
-    if out.size and Ka == 0:
-        copyto(out, 0)
-    elif out.size:
-        nbd = len(batch)
-        t = K.tile()
-        kern = K.matmul(nbd, a.dtype.name)
-        bargs = (batch, ab.strides_[:nbd], bb.strides_[:nbd]) if nbd else ()
-        grid = (-(-N // t), -(-M // t), min(nbatch, 65535))
-        K.launch(kern, grid, (t, t), M, N, Ka, nbatch, *bargs, ab.buf, ab.offset,
-                 *ab.strides_[-2:], bb.buf, bb.offset, *bb.strides_[-2:], out.buf)
-    if va:
-        out = out.reshape(out.shape[:-2] + (N,))
-    if vb:
-        out = out.reshape(out.shape[:-1] if va else out.shape[:-2] + (M,))
-    return out
-
-
-# ---- gather and scatter-add ---------------------------------------------------------
-
-def _indexed(kind, src, index, arr, dim):
-    """Run the indexed kernel `kind` (kernels.INDEXED) over src's shape: element p
-    pairs src[p] with arr[p, except index[p] along `dim`] (index broadcast to
-    src's shape)."""
-    shape = src.shape
-    idx = index._view(np.broadcast_to(index._shadow(), shape))
-    ds = tuple(0 if d == dim or arr.shape[d] == 1 else arr.strides_[d] for d in range(len(shape)))
-    kern = K.indexed(kind, len(shape), arr.dtype.name)
-    K.run(kern, src.size, shape, src.buf, src.offset, src.strides_, idx.buf, idx.offset,
-          idx.strides_, arr.buf, arr.offset, ds, arr.strides_[dim], arr.shape[dim])
-
-
-def _check_bounds(index, n, axis):
-    """numpy's IndexError for an index outside [-n, n) (checked before any kernel
-    reads out of bounds)."""
-    if index.size and np.logical_or(index < -n, index >= n).any():
-        bad = index.get().reshape(-1)
-        bad = bad[(bad < -n) | (bad >= n)][0]
-        raise IndexError(f"index {bad} is out of bounds for axis {axis} with size {n}")
-
-
-def _advanced_key(a, key):
-    """The integer index arrays of `key` if it is k >= 1 of them (boolean masks
-    become their nonzero positions) indexing a's first dims, followed only by full
-    slices; None for other keys (those run on the host)."""
-    key = key if isinstance(key, tuple) else (key,)
-    idxs, used = [], 0
-    for k in key:
-        if isinstance(k, DeviceArray) and k.dtype.kind == "b" and k.ndim:
-            idxs.extend(_nonzero(k))
-        elif isinstance(k, DeviceArray) and k.dtype.kind in "iu":
-            idxs.append(k)
-        else:
-            break
-        used += 1
-    tail = key[used:]
-    if not idxs or len(idxs) > a.ndim or any(
-            not (t is Ellipsis or (isinstance(t, slice) and t == slice(None))) for t in tail):
-        return None
-    if not np.broadcast_shapes(*[i.shape for i in idxs]):
-        return None  # 0-d indices: a scalar read, on the host
-    return idxs
-
-
-def _advanced(a, idxs):
-    """(index, view, dim, result shape) that gather/scatter kernels (_indexed) take
-    for a[idxs]: k integer arrays (broadcast together) indexing a's first k dims.
-    One index addresses a's first dim directly; several are folded into the
-    elements' linear offsets (a dim of stride 1)."""
-    k = len(idxs)
-    ishape = np.broadcast_shapes(*[i.shape for i in idxs])
-    rest = a.shape[k:]
-    for j, ix in enumerate(idxs):
-        _check_bounds(ix, a.shape[j], j)
-    if k == 1:
-        index, dim_len, dim_stride = idxs[0], a.shape[0], a.strides_[0]
-    else:
-        index = full(ishape, 0, np.dtype(np.int64))
-        for j, ix in enumerate(idxs):
-            n = np.int64(a.shape[j])
-            launch_elementwise("v0 + (v1 + v2 if v1 < 0 else v1) * v3",
-                               [index, ix.astype(np.int64, copy=False), n, np.int64(a.strides_[j])],
-                               index, np.dtype(np.int64))
-        dim_len, dim_stride = 1, 1
-    nd = len(ishape)
-    view = DeviceArray(a.buf, a.offset, (1,) * (nd - 1) + (dim_len,) + rest,
-                       (0,) * (nd - 1) + (dim_stride,) + a.strides_[k:], a.dtype)
-    index = index.reshape(index.shape + (1,) * len(rest))
-    return index, view, nd - 1, ishape + rest
-
-
-def _values_like(values, shape, dtype):
-    src = values if isinstance(values, DeviceArray) else full((), _scalarize(values), dtype)
-    src = src.astype(dtype, copy=False)
-    return src._view(np.broadcast_to(src._shadow(), shape))
-
-
-def _nonzero(a):
-    """np.nonzero: each thread counts the nonzeros of one chunk, a scan gives the
-    chunks' write positions, then each thread writes its chunk's flat indices;
-    the flat indices are unravelled per dim. The count is read back (the size of
-    the result), as it must be."""
-    if not a.ndim:
-        return _host_call("nonzero", np.nonzero, (a,), {})
-    flat = (a if a.dtype.kind == "b" else a != 0).reshape(-1)
-    flat = flat if flat.contiguous() else flat.copy()
-    n, chunk = flat.size, K.compact_chunk()
-    nchunks = max(1, -(-n // chunk))
-    counts = empty(nchunks, np.dtype(np.int64))
-    fv, cv = flat.flat_view(), counts.flat_view()
-    blocks, t = K.launch_1d(nchunks)
-    K.launch(K.compact(False), blocks, t, nchunks, chunk, n, fv, cv, cv)
-    starts = _cumulative("sum")(counts) - counts  # exclusive scan
-    total = int(starts[nchunks - 1].item() + counts[nchunks - 1].item()) if n else 0
-    positions = empty(total, np.dtype(np.int64))
-    if total:
-        K.launch(K.compact(True), blocks, t, nchunks, chunk, n, fv, starts.flat_view(),
-                 positions.flat_view())
-    if a.ndim == 1:
-        return (positions,)
-    out = []
-    for d, (size, stride) in enumerate(zip(a.shape, _c_strides(a.shape))):
-        out.append(launch_elementwise("(v0 // v1) % v2",
-                                      [positions, np.int64(stride), np.int64(size)],
-                                      empty(total, np.dtype(np.int64)), np.dtype(np.int64)))
-    return tuple(out)
-
-
-def _add_at(dst, index, values):
-    """np.add.at(dst, index, values) for integer index arrays on dst's first dims
-    (the backward of indexing and index_select) with atomics; other forms on the host."""
-    _check_devices([index, values])
-    idxs = _advanced_key(dst, index) if isinstance(dst, DeviceArray) and \
-        dst.dtype.kind == "f" else None
-    if idxs is None:
-        return _host_call("add.at", np.add.at, (dst, index, values), {})
-    idx, view, dim, shape = _advanced(dst, idxs)
-    _indexed("scatter_add", _values_like(values, shape, dst.dtype), idx, view, dim)
-
-
-def scatter_add(dst, dim, index, src):
-    """dst[..., index[p], ...] += src[p] along `dim` (torch's scatter_add_)."""
-    _indexed("scatter_add", src, index, dst, dim % dst.ndim)
-
-
-def _take(a, indices, axis=None, out=None, mode="raise"):
-    """np.take along one axis with a 1-D index (index_select) as a gather kernel."""
-    _check_devices([indices])
-    if axis is None or out is not None or mode != "raise" or \
-            not isinstance(indices, DeviceArray) or indices.ndim != 1:
-        return _host_call("take", np.take, (a, indices), {"axis": axis, "out": out, "mode": mode})
-    axis %= a.ndim
-    _check_bounds(indices, a.shape[axis], axis)
-    out = empty(a.shape[:axis] + indices.shape + a.shape[axis + 1:], a.dtype)
-    _indexed("gather", out, indices.reshape((1,) * axis + (-1,) + (1,) * (a.ndim - axis - 1)),
-             a, axis)
-    return out
-
-
-def _arg_extreme(op, a, axis=None, out=None, keepdims=False):
-    """argmax/argmin: the first position that holds the max/min (or a nan)."""
-    if out is not None:
-        return _host_call("arg" + op, getattr(np, "arg" + op), (a,),
-                          {"axis": axis, "out": out, "keepdims": keepdims})
-    if axis is None:
-        a, axis = a.reshape(-1), 0
-    axis %= a.ndim
-    n = a.shape[axis]
-    if n == 0:
-        raise ValueError(f"attempt to get arg{op} of an empty sequence")
-    m = _reduce(op, a, axis, True)
-    hit = np.logical_or(a == m, np.logical_and(a != a, m != m))
-    iota = to_device(np.arange(n, dtype=np.int64)).reshape((n,) + (1,) * (a.ndim - axis - 1))
-    return _reduce("min", _where(hit, iota, np.int64(n)), axis, keepdims)
-
-
-def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
-    d = a - _mean(a, axis, dtype, True)
-    n = _numel([a.shape[x] for x in _axes(axis, a.ndim)])
-    return _reduce("sum", d * d, axis, keepdims) / float(max(n - ddof, 0))
-
-
-def _cumulative(op):
-    def scan(a, axis=None, dtype=None, out=None):
-        if out is not None:
-            return _host_call("cum" + op, getattr(np, "cum" + op), (a,),
-                              {"axis": axis, "dtype": dtype, "out": out})
-        if axis is None:
-            a, axis = a.reshape(-1), 0
-        dt = np.dtype(dtype) if dtype is not None else (
-            np.dtype(np.int64) if a.dtype.kind in "bui" else a.dtype)
-        res = empty(a.shape, dt)
-        if a.size:
-            src = a.astype(dt, copy=False)._view(np.moveaxis(a._shadow(), axis, -1))
-            dst = res._view(np.moveaxis(res._shadow(), axis, -1))
-            lines = src.shape[:-1]
-            kern = K.scan("sum" if op == "sum" else "prod", len(lines), dt.name)
-            args = ((lines, src.buf, src.offset, src.strides_[:-1], src.strides_[-1],
-                     src.shape[-1], dst.buf, dst.offset, dst.strides_[:-1], dst.strides_[-1])
-                    if lines else (src.buf, src.offset, src.strides_[-1], src.shape[-1],
-                                   dst.buf, dst.offset, dst.strides_[-1]))
-            n_lines = _numel(lines)
-            blocks, t = K.launch_1d(n_lines)
-            K.launch(kern, blocks, t, n_lines, *args)
-        return res
-    return scan
-
-
-def take_along_axis(arr, indices, axis):
-    """np.take_along_axis as one gather kernel (no host copy)."""
-    _check_devices([arr, indices])
-    if not isinstance(indices, DeviceArray) or axis is None or indices.ndim != arr.ndim:
-        return _host_call("take_along_axis", np.take_along_axis, (arr, indices, axis), {})
-    axis %= arr.ndim
-    shape = list(np.broadcast_shapes(
-        tuple(1 if d == axis else s for d, s in enumerate(arr.shape)),
-        tuple(1 if d == axis else s for d, s in enumerate(indices.shape))))
-    shape[axis] = indices.shape[axis]
-    out = empty(tuple(shape), arr.dtype)
-    _indexed("gather", out, indices, arr, axis)
-    return out
-
-
-# ---- numpy functions -------------------------------------------------------------
-
-def _like_creation(fn):
-    def create(*args, **kwargs):
-        kwargs.pop("like", None)
-        return to_device(fn(*args, **kwargs))
-    return create
-
-
-def _where(cond, a=None, b=None):
-    if a is None:
-        return _host_call("nonzero", np.where, (cond,), {})
-    _check_devices([cond, a, b])
-    vals = [_scalarize(v) for v in (cond, a, b)]
-    dts = [v.dtype if isinstance(v, (DeviceArray, np.generic)) else type(v) for v in vals[1:]]
-    res = np.result_type(*[d if not isinstance(d, type) else d(0) for d in dts])
-    shape = np.broadcast_shapes(*[v.shape for v in vals if isinstance(v, DeviceArray)])
-    ops = [vals[0] if isinstance(vals[0], DeviceArray) else np.bool_(vals[0])]
-    for v in vals[1:]:
-        ops.append(v.astype(res, copy=False) if isinstance(v, DeviceArray) else res.type(v))
-    return launch_elementwise("(v1 if v0 else v2)", ops, empty(shape, res), res)
-
-
-def _concatenate(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
-    arrays = list(arrays)
-    _check_devices(arrays)
-    if axis is None or out is not None:
-        return _host_call("concatenate", np.concatenate, (arrays,), {"axis": axis, "out": out})
-    dt = np.dtype(dtype) if dtype is not None else np.result_type(*[a.dtype for a in arrays])
-    first = arrays[0]
-    axis %= first.ndim
-    total = sum(a.shape[axis] for a in arrays)
-    out = empty(first.shape[:axis] + (total,) + first.shape[axis + 1:], dt)
-    pos = 0
-    for a in arrays:
-        n = a.shape[axis]
-        copyto(out[(slice(None),) * axis + (slice(pos, pos + n),)], a)
-        pos += n
-    return out
-
-
-def _stack(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
-    arrays = list(arrays)
-    ax = axis % (arrays[0].ndim + 1)
-    return _concatenate([np.expand_dims(a, ax) for a in arrays], ax, dtype=dtype)
-
-
-def _geometry(fn):
-    """A numpy function that only makes a view: applied to the shadow."""
-    def view(a, *args, **kwargs):
-        return a._view(fn(a._shadow(), *args, **kwargs))
-    return view
-
-
-def _result_type(*args):
-    return np.result_type(*[a.dtype if isinstance(a, DeviceArray) else a for a in args])
-
-
-def _empty_like(a, dtype=None, order="K", subok=True, shape=None, device=None):
-    return empty(a.shape if shape is None else shape, a.dtype if dtype is None else dtype)
-
-
-def _full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, device=None):
-    return full(a.shape if shape is None else shape, fill_value,
-                np.dtype(a.dtype if dtype is None else dtype))
-
-
-def _copy(a, order="K", subok=False):
-    return a.copy()
-
-
-def _clip(a, a_min=None, a_max=None, out=None, **kw):
-    r = a if a_min is None else np.maximum(a, a_min)
-    return r if a_max is None else np.minimum(r, a_max)
-
-
-_FUNCTIONS = {
-    np.sum: lambda a, axis=None, dtype=None, out=None, keepdims=False, **kw:
-        _reduce("sum", a, axis, keepdims, dtype),
-    np.prod: lambda a, axis=None, dtype=None, out=None, keepdims=False, **kw:
-        _reduce("prod", a, axis, keepdims, dtype),
-    np.max: lambda a, axis=None, out=None, keepdims=False, **kw: _reduce("max", a, axis, keepdims),
-    np.min: lambda a, axis=None, out=None, keepdims=False, **kw: _reduce("min", a, axis, keepdims),
-    np.amax: lambda a, axis=None, out=None, keepdims=False, **kw: _reduce("max", a, axis, keepdims),
-    np.amin: lambda a, axis=None, out=None, keepdims=False, **kw: _reduce("min", a, axis, keepdims),
-    np.mean: lambda a, axis=None, dtype=None, out=None, keepdims=False, **kw:
-        _mean(a, axis, dtype, keepdims),
-    np.any: lambda a, axis=None, out=None, keepdims=False, **kw: a.any(axis, keepdims),
-    np.all: lambda a, axis=None, out=None, keepdims=False, **kw: a.all(axis, keepdims),
-    np.where: _where,
-    np.copyto: copyto,
-    np.concatenate: _concatenate,
-    np.stack: _stack,
-    np.take_along_axis: take_along_axis,
-    np.take: _take,
-    np.nonzero: _nonzero,
-    np.argmax: lambda a, axis=None, out=None, keepdims=False: _arg_extreme("max", a, axis, out,
-                                                                           keepdims),
-    np.argmin: lambda a, axis=None, out=None, keepdims=False: _arg_extreme("min", a, axis, out,
-                                                                           keepdims),
-    np.var: _var,
-    np.std: lambda *a, **k: np.sqrt(_var(*a, **k)),
-    np.cumsum: _cumulative("sum"),
-    np.cumprod: _cumulative("prod"),
-    np.clip: _clip,
-    np.result_type: _result_type,
-    np.shape: lambda a: a.shape,
-    np.ndim: lambda a: a.ndim,
-    np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis],
-    np.copy: _copy,
-    np.ascontiguousarray: lambda a, dtype=None, like=None: a.copy() if not a.contiguous() or
-        (dtype is not None and np.dtype(dtype) != a.dtype) else a,
-    np.empty_like: _empty_like,
-    np.zeros_like: lambda a, dtype=None, order="K", subok=True, shape=None, device=None:
-        _full_like(a, 0, dtype, shape=shape),
-    np.ones_like: lambda a, dtype=None, order="K", subok=True, shape=None, device=None:
-        _full_like(a, 1, dtype, shape=shape),
-    np.full_like: _full_like,
-    np.reshape: lambda a, shape=None, order="C", **kw: a.reshape(shape if shape is not None
-                                                                 else kw["newshape"]),
-    np.ravel: lambda a, order="C": a.reshape(-1),
-    np.matmul: matmul,
-    np.transpose: _geometry(np.transpose),
-    np.broadcast_to: _geometry(np.broadcast_to),
-    np.moveaxis: _geometry(np.moveaxis),
-    np.swapaxes: _geometry(np.swapaxes),
-    np.expand_dims: _geometry(np.expand_dims),
-    np.squeeze: _geometry(np.squeeze),
-    np.flip: _geometry(np.flip),
-    np.diagonal: _geometry(np.diagonal),
-}
-for _fn in (np.zeros, np.ones, np.empty, np.full, np.array, np.asarray, np.arange, np.eye,
-            np.linspace):
-    _FUNCTIONS[_fn] = _like_creation(_fn)
+    shape = np.broadcast_shapes(*[v.shape for v in ops if isinstance(v, DeviceArray)])
+    return launch_elementwise(code, ops, empty(shape, result), compute)
 
 
 # ---- the host fallback -----------------------------------------------------------
@@ -951,7 +462,7 @@ def _to_device(v):
     return v
 
 
-def _host_call(name, fn, args, kwargs):
+def host_call(name, fn, args, kwargs):
     """Run a numpy function without a CUDA kernel on host copies; write back any
     device operand it modified in place; return device results."""
     _fallbacks[name] = _fallbacks.get(name, 0) + 1

@@ -13,8 +13,8 @@
 Bounds: kernels do not check indices. Elementwise, reduce, scan, softmax,
 matmul and indexed kernels get their geometry (offsets, strides, shapes) from
 DeviceArray views that numpy's own view and broadcasting rules produced
-(`_cuda/array.py`), and indexed kernels get indices checked on the host first
-(`_check_bounds`); kernels over flat operands (optimizer, fused) are launched
+(`_cuda/array.py`), and indexed kernels get indices checked first
+(`_cuda/indexing.py` `_check_bounds`); kernels over flat operands (optimizer, fused) are launched
 after `kernels.source.check_lengths`. Source pieces (dtype names, header,
 grid-stride loop) come from kernels/source.py, as for every generated kernel.
 Under the simulator, `math` inside kernels is replaced by simmath (numpy

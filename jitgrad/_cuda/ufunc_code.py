@@ -1,5 +1,7 @@
-"""The scalar code a CUDA elementwise kernel computes for a ufunc: jitgrad's
-formula ufuncs (kernels/cpu.py) by their formula, numpy's from a table."""
+"""The scalar code a CUDA elementwise kernel computes for a ufunc: numpy's from a
+table, and jitgrad's formula ufuncs (kernels/cpu.py) by their formula, for device
+operands that meet a formula ufunc the CPU path compiled (the ops layer asks
+jitgrad/_cuda/formulas.py for device kernels, which compiles no CPU ufunc)."""
 import numpy as np
 
 from ..kernels.cpu import FORMULAS
@@ -17,11 +19,18 @@ _NP_UFUNCS = {
     "less_equal": "{0} <= {1}", "equal": "{0} == {1}", "not_equal": "{0} != {1}",
     "maximum": K.COMBINE["max"], "minimum": K.COMBINE["min"],
     "logical_and": "{0} and {1}", "logical_or": "{0} or {1}", "logical_not": "not {0}",
-    "isnan": "{0} != {0}", "isfinite": "abs({0}) < math.inf", "sign":
-        "(T(1) if {0} > T(0) else (T(-1) if {0} < T(0) else {0}))",
+    "isnan": "{0} != {0}", "isfinite": "abs({0}) < math.inf", "isinf": "abs({0}) == math.inf",
+    "sign": "(T(1) if {0} > T(0) else (T(-1) if {0} < T(0) else {0}))",
 }
 UFUNC_REDUCE = {np.add: "sum", np.multiply: "prod", np.maximum: "max", np.minimum: "min"}
 _formula_code = {}  # CPU formula ufunc -> (scalar code, compute dtype)
+
+
+def scalar_code(names, body, prefix=None):
+    """Scalar code of a parsed formula over `names` (renamed v0, v1, ...), times the
+    operand `prefix` (the incoming gradient of a backward kernel) if given."""
+    code = to_scalar_code(body, {a: f"v{i}" for i, a in enumerate(names)})
+    return code if prefix is None else f"v{names.index(prefix)} * {code}"
 
 
 def ufunc_code(ufunc):
@@ -33,10 +42,7 @@ def ufunc_code(ufunc):
     meta = FORMULAS.get(ufunc)
     if meta is not None:
         args, body, prefix, compute = meta
-        code = to_scalar_code(body, {a: f"v{i}" for i, a in enumerate(args)})
-        if prefix is not None:
-            code = f"v{args.index(prefix)} * {code}"
-        got = _formula_code[ufunc] = (code, compute)
+        got = _formula_code[ufunc] = (scalar_code(args, body, prefix), compute)
         return got
     tpl = _NP_UFUNCS.get(ufunc.__name__)
     if tpl is None or ufunc.nout != 1:

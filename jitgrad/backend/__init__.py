@@ -57,3 +57,13 @@ def first_device_array(values):
 def kernel_args(values):
     """Kernel arguments (arrays and scalars) as a CUDA kernel takes them: flat views."""
     return [v.flat_view() if _on_device(v) else v for v in values]
+
+
+def elementwise_kernel(op, role, kdt, operands):
+    """The kernel of elementwise `op` for `role` (("forward",), ("backward", i) or
+    ("jvp", mask); see kernels/roles.py) and kernel dtype `kdt`, on the device of
+    `operands`: each backend builds it from the op's formula, so operands on a GPU
+    compile no CPU ufunc. Called like the CPU ufunc (a backward role: with the
+    operand indices it reads and whether it reads `out`)."""
+    device = cpu if first_device_array(operands) is None else cuda
+    return device.elementwise_kernel(op, role, kdt)

@@ -11,17 +11,17 @@ def unavailable_reason():
 
 
 def empty(shape, dtype):
-    from .._cuda import array  # loaded on first use: see the module docstring
+    from .._cuda import api as array  # loaded on first use: see the module docstring
     return array.empty(shape, dtype)
 
 
 def full(shape, value, dtype):
-    from .._cuda import array  # loaded on first use: see the module docstring
+    from .._cuda import api as array  # loaded on first use: see the module docstring
     return array.full(shape, value, dtype)
 
 
 def from_host(arr):
-    from .._cuda.array import to_device  # loaded on first use: see the module docstring
+    from .._cuda.api import to_device  # loaded on first use: see the module docstring
     return to_device(arr)
 
 
@@ -31,7 +31,7 @@ def to_host(arr):
 
 def scatter_add(dst, dim, index, src):
     """dst[..., index[i], ...] += src[i] along `dim`: one atomic scatter kernel."""
-    from .._cuda.array import scatter_add  # loaded on first use: see the module docstring
+    from .._cuda.api import scatter_add  # loaded on first use: see the module docstring
     scatter_add(dst, dim, index, src)
 
 
@@ -39,3 +39,9 @@ def kernels():
     """The CUDA kernel builders and launchers (jitgrad/_cuda/kernels.py)."""
     from .._cuda import kernels  # loaded on first use: see the module docstring
     return kernels
+
+
+def elementwise_kernel(op, role, kdt):
+    """The CUDA kernel of elementwise `op` for `role`, built from its formula."""
+    from .._cuda.formulas import elementwise_kernel  # loaded on first use: see the module docstring
+    return elementwise_kernel(op, role, kdt)

@@ -183,7 +183,8 @@ class ElementwiseNode(Node):
                 r = (garr if c == 1 else -garr if c == -1 else np.zeros_like(garr) if c == 0
                      else garr * kdt.type(c))
             else:
-                fn, idx, uses_out = op._bwd.get((i, kdt)) or op.backward_kernel(i, kdt)
+                fn, idx, uses_out = op._bwd.get((i, kdt)) or backend.elementwise_kernel(
+                    op, ("backward", i), kdt, (garr,))
                 saved = self._saved
                 args = [garr]
                 for j in idx:
@@ -361,7 +362,8 @@ def _elementwise_jvp(op, operands, arrays, out, kdt):
                 res = term if res is None else res + term
         else:
             tarrs = [t._data.astype(kdt, copy=False) for t in tangents if t is not None]
-            r = quiet(op.jvp_kernel(kdt, mask), *arrays, out._data.astype(kdt, copy=False), *tarrs)
+            r = quiet(backend.elementwise_kernel(op, ("jvp", mask), kdt, arrays), *arrays,
+                      out._data.astype(kdt, copy=False), *tarrs)
             res = Tensor(asarray(r).astype(out._data.dtype, copy=False))
     finally:
         FW[0] = prev
@@ -385,7 +387,7 @@ def _loop_call(op, kdt, arrays, out_arr):
         else:
             kinds.append("s")
             flat.append(a)
-    if not (out_arr.flags.c_contiguous and out_arr.flags.writeable):
+    if not (backend.is_host(out_arr) and out_arr.flags.c_contiguous and out_arr.flags.writeable):
         return False
     n = out_arr.size
     parallel = n >= _fuse.PARALLEL_MIN_ELEMENTS and _fuse.parallel_enabled()
@@ -394,7 +396,7 @@ def _loop_call(op, kdt, arrays, out_arr):
 
 
 def _ufunc_call(op, kdt, res_dt, arrays, operands, out_arr):
-    kernel = op._fwd.get(kdt) or op.forward_kernel(kdt)
+    kernel = op._fwd.get(kdt) or backend.elementwise_kernel(op, ("forward",), kdt, arrays)
     try:
         if out_arr is not None and res_dt == kdt:
             r = quiet(kernel, *arrays, out=out_arr)

@@ -141,6 +141,7 @@ def test_gather_and_scatter_add_backward(device):
 def test_softmax_cross_entropy_layer_norm(device):
     th = helpers.require_torch()
     F, tF = jitgrad.nn.functional, th.nn.functional
+    before = jitgrad.cuda.host_fallbacks() if device == "cuda" else None
     helpers.check_torch(lambda x: F.softmax(x, -1), lambda x: tF.softmax(x, -1), [(4, 6)],
                         device=device)
     helpers.check_torch(lambda x: F.log_softmax(x, 1), lambda x: tF.log_softmax(x, 1), [(4, 6)],
@@ -156,6 +157,8 @@ def test_softmax_cross_entropy_layer_norm(device):
     loss.backward()
     tloss.backward()
     _close(x.grad, tx.grad)
+    if device == "cuda":  # layer_norm's overflow check (isinf) runs on the device too
+        assert jitgrad.cuda.host_fallbacks() == before
 
 
 @pytest.mark.parametrize("dim", [0, 1, -1])
@@ -405,6 +408,54 @@ def test_import_does_not_load_the_cuda_stack():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ}, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_large_in_place_elementwise_op(device):
+    # from kernels/fuse.py LOOP_MIN_ELEMENTS on, the CPU runs in-place ops as loop kernels
+    th = helpers.require_torch()
+    n = jitgrad.kernels.fuse.LOOP_MIN_ELEMENTS + 3
+    v = np.linspace(-2, 2, n, dtype=np.float32)
+    x, tx = jitgrad.tensor(v, device=device), th.tensor(v)
+    x.sin_().mul_(x)
+    tx.sin_().mul_(tx)
+    _close(x, tx)
+
+
+_CUDA_ONLY_PROGRAM = """
+import glob, os, sys
+import numpy as np
+import jitgrad
+import jitgrad.autograd.forward_ad as fwAD
+x = jitgrad.tensor([[0.5, -1.0, 2.0]], device="cuda", requires_grad=True)
+y = jitgrad.tensor([[1.5], [0.25]], device="cuda", requires_grad=True)
+loss = (jitgrad.tanh(jitgrad.sin(x) * jitgrad.exp(-x * x) + 0.5 * x) * jitgrad.sigmoid(y)).sum()
+loss.backward()
+with fwAD.dual_level():
+    d = fwAD.make_dual(x.detach(), jitgrad.ones_like(x))
+    t = fwAD.unpack_dual(jitgrad.sin(d) * d).tangent
+v = x.detach().cpu().numpy()
+np.testing.assert_allclose(t.cpu().numpy(), np.cos(v) * v + np.sin(v), rtol=1e-6)
+print(repr((x.grad.cpu().numpy().tolist(), y.grad.cpu().numpy().tolist())))
+names = [os.path.basename(f)[len("jitgrad_kernel_"):]
+         for f in glob.glob(os.path.join(sys.argv[1], "jitgrad_kernel_*.py"))]
+print(repr(sorted(names)))
+"""
+
+
+@needs_cuda
+def test_elementwise_ops_on_cuda_compile_no_cpu_kernel(tmp_path):
+    # A fresh process: in this one, CPU tests have compiled the CPU ufuncs already.
+    th = helpers.require_torch()
+    env = {**os.environ, "JITGRAD_CACHE_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", _CUDA_ONLY_PROGRAM, str(tmp_path)],
+                         capture_output=True, text=True, env=env, check=True).stdout.splitlines()
+    grads, names = eval(out[-2]), eval(out[-1])
+    assert names and all(n.startswith("cuda_") for n in names), names
+    x = th.tensor([[0.5, -1.0, 2.0]], requires_grad=True)
+    y = th.tensor([[1.5], [0.25]], requires_grad=True)
+    (th.tanh(th.sin(x) * th.exp(-x * x) + 0.5 * x) * th.sigmoid(y)).sum().backward()
+    np.testing.assert_allclose(grads[0], x.grad.numpy(), rtol=1e-5)
+    np.testing.assert_allclose(grads[1], y.grad.numpy(), rtol=1e-5)
 
 
 # ---- profiling ----------------------------------------------------------------------------
