@@ -135,16 +135,16 @@ def _cumulative(op):
 
 
 @implements("softmax")
-def softmax(self, axis, log=False):
+def softmax(a, axis, log=False):
     """softmax (or log_softmax) along `axis`: one kernel, one block per row."""
-    out = empty(self.shape, self.dtype)
-    if not self.size:
+    out = empty(a.shape, a.dtype)
+    if not a.size:
         return out
-    src = self._view(np.moveaxis(self._shadow(), axis, -1))
+    src = a._view(np.moveaxis(a._shadow(), axis, -1))
     dst = out._view(np.moveaxis(out._shadow(), axis, -1))
     lines = src.shape[:-1]
-    acc = "float32" if self.dtype == np.float16 else self.dtype.name
-    kern = K.softmax(len(lines), acc, self.dtype.name, log)
+    acc = "float32" if a.dtype == np.float16 else a.dtype.name
+    kern = K.softmax(len(lines), acc, a.dtype.name, log)
     largs = (lines, src.strides_[:-1], dst.strides_[:-1]) if lines else ()
     n_lines = numel(lines)
     blocks = 1 if K.simulator() else min(n_lines, 65535)
