@@ -2,13 +2,16 @@
 the benchmarks check it on.
 
 `REGISTRY` holds the elementwise ops (formula-table entries, see
-ops/pointwise.py for how they run); `FUNCTIONS` every other differentiable
-op with its test samples (each records itself through ops/record.py).
+ops/pointwise.py for how they run); `OPS` every other op, each declared with
+`op` (ops/record.py records it); `FUNCTIONS` the differentiable ones with
+their test samples.
 """
 from ..kernels import cache as _cache
 from .pointwise import ElementwiseOp, call
+from .record import OpDef
 
 REGISTRY = {}  # name -> ElementwiseOp
+OPS = {}  # name -> OpDef: every other op
 FUNCTIONS = {}  # name -> (function, samples): every other differentiable op
 # Set once the package has built its functions and Tensor methods from REGISTRY:
 # the export/method/inplace flags of a later registration would have no effect.
@@ -38,6 +41,66 @@ class Sample:
 
     def __repr__(self):
         return f"Sample{self.args}{self.kwargs or ''}"
+
+
+def _names(flag, name):
+    return (name,) if flag is True else tuple(flag or ())
+
+
+def op(node=None, *, backward=None, jvp=None, linear=None, saves=(), samples=(), name=None,
+       test=None, method=False, export=False, inplace=False):
+    """Declare a non-elementwise op; decorates its forward, which computes the
+    result and ends with `<fn>.op.emit(out, inputs, attrs, save)`.
+
+    node: the backward node's name (`emit(..., node=)` overrides it per call);
+    backward(node, *grads): one gradient per input (or None), written with
+    Tensor ops so it is differentiable again; it reads `node._attrs` and
+    `node.saved()` (the tensors saved under the names `saves`). Forward mode:
+    `linear(batch, *attrs)` gives the arguments with which the op applied to
+    the tangent is the tangent (JAX's deflinear), or `jvp(batch, out, inputs,
+    attrs, *tangents)` computes it; `batch` (ops/record.py `Batch`) maps dims
+    and shapes past the tangents' batch dims. `samples`: the calls the
+    registry-driven tests check (of `test`, when the op is tested through a
+    wrapper, e.g. one returning a single tensor). `method`, `export`,
+    `inplace`: True or a tuple of names: `Tensor.<name>`, `jitgrad.<name>`,
+    and the in-place `Tensor.<name>_` (the result stored into self).
+    An op without `node` only composes others (its history is theirs).
+
+    >>> import jitgrad
+    >>> from jitgrad.ops.registry import op, unregister
+    >>> @op("DoubleRowsBackward0", backward=lambda node, g: (g[0::2] + g[1::2],),
+    ...     linear=lambda batch: ())
+    ... def double_rows(x):
+    ...     return double_rows.op.emit(jitgrad.Tensor(x._data.repeat(2, 0)), (x,), ())
+    >>> x = jitgrad.tensor([[1.0, 2.0]], requires_grad=True)
+    >>> double_rows(x).sum().backward()
+    >>> x.grad
+    tensor([[2., 2.]])
+    >>> unregister("double_rows")
+    """
+    def declare(fn):
+        key = name or fn.__name__
+        if key in OPS or key in FUNCTIONS:
+            raise ValueError(f"an op named {key!r} is already registered; pick another name")
+        methods, exports = _names(method, key), _names(export, key)
+        if (methods or exports or inplace) and API_BUILT[0]:
+            raise ValueError(f"op {key!r}: method/export/inplace apply to jitgrad's own ops, "
+                             "read when jitgrad loads; call the decorated function instead")
+        if node is not None and backward is None:
+            raise ValueError(f"op {key!r}: a node needs its backward rule")
+        d = OpDef(key, fn, node, backward, jvp, linear, saves, samples, methods, exports,
+                  _names(inplace, key))
+        OPS[key] = fn.op = d
+        if samples:
+            FUNCTIONS[key] = (test or fn, samples)
+        return fn
+    return declare
+
+
+def unregister(name):
+    """Remove an op declared with `op` (e.g. one a test or a doctest made)."""
+    OPS.pop(name, None)
+    FUNCTIONS.pop(name, None)
 
 
 def register_function(name, fn, *samples):
@@ -114,6 +177,8 @@ def elementwise(name, args=("x",), out=None, floating=True, bool_out=False, bool
 
 
 def exported_functions():
-    """{name: function} of the elementwise ops declared with export=True."""
+    """{name: function} of the ops declared with export=True (or export names)."""
     API_BUILT[0] = True
-    return {name: op.function for name, op in REGISTRY.items() if op.export}
+    out = {name: op.function for name, op in REGISTRY.items() if op.export}
+    out.update((n, d.function) for d in OPS.values() for n in d.exports)
+    return out
