@@ -32,7 +32,8 @@ def gelu(input, approximate="none"):
     raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate!r}")
 
 
-@op(name="nn.functional.linear", samples=(Sample(Arg(3, 4), Arg(2, 4), Arg(2)), Sample(Arg(5, 3, 4), Arg(2, 4))))
+@op(name="nn.functional.linear",
+    samples=(Sample(Arg(3, 4), Arg(2, 4), Arg(2)), Sample(Arg(5, 3, 4), Arg(2, 4))))
 def linear(input, weight, bias=None):
     out = linalg.matmul(input, views.t(weight) if weight.ndim == 2 else weight)
     return out if bias is None else out + bias
@@ -48,7 +49,8 @@ def _reduce(loss, reduction):
     raise ValueError(f"{reduction} is not a valid value for reduction")
 
 
-@op(name="nn.functional.mse_loss", samples=(Sample(Arg(3, 4), Arg(3, 4)), Sample(Arg(3, 4), Arg(3, 4), reduction="sum")))
+@op(name="nn.functional.mse_loss",
+    samples=(Sample(Arg(3, 4), Arg(3, 4)), Sample(Arg(3, 4), Arg(3, 4), reduction="sum")))
 def mse_loss(input, target, reduction="mean"):
     if input.shape != target.shape:
         import warnings
@@ -81,7 +83,8 @@ def _linked(grad, x):
 
 # One NllLossBackward0 node, as torch, so that its gradient can be linked to the input (see
 # _nll_loss_backward); forward AD runs through the ops of the forward (no rule here).
-@op("NllLossBackward0", backward=_nll_loss_backward, saves=("self",), name="nn.functional.nll_loss",
+@op("NllLossBackward0", backward=_nll_loss_backward, saves=("self",),
+    name="nn.functional.nll_loss",
     samples=(Sample(Arg(4, 5), Arg(4, high=5, kind="int")),))
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     if not isinstance(target, Tensor) or target._data.dtype.kind not in "iu":
@@ -158,7 +161,8 @@ def dropout(input, p=0.5, training=True, inplace=False):
     return out
 
 
-@op(name="nn.functional.layer_norm", samples=(Sample(Arg(3, 4), (4,), Arg(4), Arg(4)), Sample(Arg(2, 3, 4), (3, 4))))
+@op(name="nn.functional.layer_norm",
+    samples=(Sample(Arg(3, 4), (4,), Arg(4), Arg(4)), Sample(Arg(2, 3, 4), (3, 4))))
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)

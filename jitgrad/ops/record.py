@@ -83,12 +83,6 @@ def record(name, inputs, outputs, backward, save=(), names=(), attrs=None):
 FW = _state.fw_level
 
 
-def nb(t, x):
-    """How many leading batch dims a tangent has over its primal (vectorized
-    forward mode pushes a batch of tangents at once; 0 otherwise)."""
-    return t._data.ndim - x._data.ndim
-
-
 def jvp(outputs, inputs, rule):
     """Forward AD: give `outputs` (a Tensor or a tuple) the tangents `rule(*tangents)`
     if an input carries one (None stands for an input without). Callers test

@@ -8,6 +8,7 @@ their test samples.
 """
 from ..kernels import cache as _cache
 from .pointwise import ElementwiseOp, call
+from ..tensor import Tensor
 from .record import OpDef
 
 REGISTRY = {}  # name -> ElementwiseOp
@@ -63,34 +64,30 @@ def op(node=None, *, backward=None, jvp=None, linear=None, saves=(), samples=(),
     registry-driven tests check (of `test`, when the op is tested through a
     wrapper, e.g. one returning a single tensor). `method`, `export`,
     `inplace`: True or a tuple of names: `Tensor.<name>`, `jitgrad.<name>`,
-    and the in-place `Tensor.<name>_` (the result stored into self).
-    An op without `node` only composes others (its history is theirs).
-
-    >>> import jitgrad
-    >>> from jitgrad.ops.registry import op, unregister
-    >>> @op("DoubleRowsBackward0", backward=lambda node, g: (g[0::2] + g[1::2],),
-    ...     linear=lambda batch: ())
-    ... def double_rows(x):
-    ...     return double_rows.op.emit(jitgrad.Tensor(x._data.repeat(2, 0)), (x,), ())
-    >>> x = jitgrad.tensor([[1.0, 2.0]], requires_grad=True)
-    >>> double_rows(x).sum().backward()
-    >>> x.grad
-    tensor([[2., 2.]])
-    >>> unregister("double_rows")
+    and the in-place `Tensor.<name>_` (the result stored into self); the
+    package reads them when it loads, and an op declared later gets only its
+    methods (at once). An op without `node` only composes others (its history
+    is theirs). docs/custom-ops.md has a worked example.
     """
     def declare(fn):
         key = name or fn.__name__
         if key in OPS or key in FUNCTIONS:
             raise ValueError(f"an op named {key!r} is already registered; pick another name")
         methods, exports = _names(method, key), _names(export, key)
-        if (methods or exports or inplace) and API_BUILT[0]:
-            raise ValueError(f"op {key!r}: method/export/inplace apply to jitgrad's own ops, "
-                             "read when jitgrad loads; call the decorated function instead")
+        if (exports or inplace) and API_BUILT[0]:
+            raise ValueError(f"op {key!r}: export/inplace apply to jitgrad's own ops, read when "
+                             "jitgrad loads; call the decorated function (or its method) instead")
         if node is not None and backward is None:
             raise ValueError(f"op {key!r}: a node needs its backward rule")
+        taken = [n for n in methods if API_BUILT[0] and hasattr(Tensor, n)]
+        if taken:
+            raise ValueError(f"op {key!r}: Tensor already has {taken}; pick other method names")
         d = OpDef(key, fn, node, backward, jvp, linear, saves, samples, methods, exports,
                   _names(inplace, key))
         OPS[key] = fn.op = d
+        if API_BUILT[0]:
+            for n in methods:
+                setattr(Tensor, n, fn)
         if samples:
             FUNCTIONS[key] = (test or fn, samples)
         return fn
@@ -98,19 +95,13 @@ def op(node=None, *, backward=None, jvp=None, linear=None, saves=(), samples=(),
 
 
 def unregister(name):
-    """Remove an op declared with `op` (e.g. one a test or a doctest made)."""
-    OPS.pop(name, None)
+    """Remove an op declared with `op` (e.g. one a test or a doctest made), and
+    the Tensor methods it added."""
+    d = OPS.pop(name, None)
     FUNCTIONS.pop(name, None)
-
-
-def register_function(name, fn, *samples):
-    """Register a non-elementwise differentiable op with the samples that the
-    test suite checks it on (gradcheck in float64, parity with torch)."""
-    if name in FUNCTIONS:
-        raise ValueError(f"a function named {name!r} is already registered")
-    if not samples:
-        raise ValueError(f"register_function({name!r}) needs at least one Sample to test it with")
-    FUNCTIONS[name] = (fn, samples)
+    for n in d.methods if d is not None else ():
+        if getattr(Tensor, n, None) is d.function:
+            delattr(Tensor, n)
 
 
 @_cache.on_clear

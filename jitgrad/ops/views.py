@@ -1,14 +1,12 @@
 """Views and reshapes: forward with numpy (a view shares storage and the version
 counter with its base); backward written with jitgrad ops, so everything here
-is differentiable twice. Also the helpers every shape-like op's forward-mode
-rule uses for batched tangents."""
+is differentiable twice."""
 import weakref
 
 import numpy as np
 
 from .. import _state
 from ..tensor import Tensor, wrap_dim
-from .record import nb
 from .registry import Arg, Sample, op
 
 
@@ -46,50 +44,6 @@ def make_view(x, arr, fn, args):
         views = base._views = set()
     views.add(weakref.ref(out, views.discard))
     return out
-
-
-def or_zeros(tangent, like, lead=()):
-    """A missing tangent of a multi-input op counts as zeros (with the batch dims
-    `lead` of the other tangents)."""
-    return tangent if tangent is not None else Tensor(np.zeros(lead + like._data.shape,
-                                                               like._data.dtype, like=like._data))
-
-
-def shift_dims(dims, k, prefix=False):
-    dims = tuple(d + k for d in dims)
-    return tuple(range(k)) + dims if prefix else dims
-
-
-def align_tangent(t, x, ndim):
-    """Insert ones after the batch dims so t's primal part has `ndim` dims."""
-    k = nb(t, x)
-    pad = ndim - x._data.ndim
-    if pad <= 0:
-        return t
-    shp = t._data.shape
-    return reshape(t, shp[:k] + (1,) * pad + shp[k:])
-
-
-def batched_key(key, k):
-    if not k:
-        return key
-    return (slice(None),) * k + (key if isinstance(key, tuple) else (key,))
-
-
-def batched_sum_to(t, x, shape):
-    k = nb(t, x)
-    if not k:
-        return sum_to_size(t, shape)
-    lead = t._data.shape[:k]
-    pad = x._data.ndim - len(shape)
-    return reshape(sum_to_size(t, lead + (1,) * pad + tuple(shape)), lead + tuple(shape))
-
-
-def batched_index(index, t, x):
-    k = nb(t, x)
-    if not k:
-        return index
-    return Tensor(np.broadcast_to(index._data, t._data.shape[:k] + index._data.shape).copy())
 
 
 def apply_chain(t, chain):
