@@ -431,7 +431,7 @@ def _cumsum_backward(node, g):
 
 
 @op("CumsumBackward0", backward=_cumsum_backward, linear=lambda b, dim: (b.dim(dim),),
-    method=True, export=True, samples=(Sample(Arg(3, 4), 1), Sample(Arg(5), 0)))
+    method=True, export=True, inplace=True, samples=(Sample(Arg(3, 4), 1), Sample(Arg(5), 0)))
 def cumsum(x, dim, dtype=None):
     if dtype is not None:
         x = x.to(dtype)
