@@ -172,7 +172,7 @@ class OpDef:
     def __repr__(self):
         return f"<op {self.name}>"
 
-    def emit(self, out, inputs, attrs=None, save=(), node=None):
+    def emit(self, out, inputs, attrs=(), save=(), node=None):
         """Give `out` (a Tensor, or a list of them for a multi-output op) its
         tangent and its backward node; returns `out`. `inputs`: the tensors
         (or None) gradients flow to; `attrs`: what the rules read besides
