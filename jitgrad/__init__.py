@@ -22,27 +22,20 @@ from .ops.formulas import clamp, clip, where
 from .ops.registry import exported_functions as _exported_functions
 from .ops.methods import (add, bitwise_and, bitwise_not, bitwise_or, bitwise_xor, logical_not,
                           masked_fill, pow, rsub, sub)
-from .ops.reduce import (amax, amin, argmax, argmin, cumsum, logsumexp, max, mean, min, norm, prod,
-                         std, sum, var)
-from .ops.indexing import gather, index_select, narrow, select
-from .ops.join import cat, chunk, concat, split, stack, unbind
-from .ops.views import (broadcast_to, clone, expand, flatten, flip, permute, reshape, squeeze, t,
-                        transpose, unsqueeze)
-from .ops.linalg import bmm, dot, matmul, mm, outer
-from .ops.nn import log_softmax, softmax
 from .kernels.cache import clear_kernel_cache, compile_stats
 from .kernels.threads import get_num_threads, set_num_threads
 from . import autograd, cuda, nn, ops, optim
 from .autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
                                  is_inference_mode_enabled, no_grad, set_grad_enabled)
 
-# The formula table's public ops (entries declared with export=True), and torch's aliases.
+# The registry's public ops (formula entries and declared ops with export flags), and
+# torch's aliases.
 _attach_methods()  # Tensor methods and operators, from the op tables
-_formula_ops = _exported_functions()
-globals().update(_formula_ops)
-negative, absolute, multiply, divide = (_formula_ops[n] for n in ("neg", "abs", "mul", "div"))
+_registry_ops = _exported_functions()
+globals().update(_registry_ops)
+negative, absolute, multiply, divide = (_registry_ops[n] for n in ("neg", "abs", "mul", "div"))
 subtract = sub
-del _formula_ops
+del _registry_ops
 
 
 def detach(x):
@@ -57,7 +50,7 @@ def numel(x):
     return x.numel()
 
 
-# The names imported above, and the formula table's public ops (read from the registry).
+# The names imported above, and the registry's public ops.
 __all__ = [
     "__version__", "bool", "cdouble", "cfloat", "complex64", "complex128", "double", "dtype", "float",
     "float16", "float32", "float64", "get_default_dtype", "half", "int", "int32", "int64",
@@ -65,12 +58,7 @@ __all__ = [
     "empty_like", "eye", "from_numpy", "full", "full_like", "linspace", "manual_seed", "ones",
     "ones_like", "rand", "rand_like", "randint", "randn", "randn_like", "tensor", "zeros",
     "zeros_like", "clamp", "clip", "where", "add", "bitwise_and", "bitwise_not", "bitwise_or",
-    "bitwise_xor", "logical_not", "masked_fill", "pow", "rsub", "sub", "amax", "amin",
-    "argmax", "argmin", "cumsum", "logsumexp", "max", "mean", "min", "norm", "prod", "std",
-    "sum", "var", "broadcast_to", "cat", "chunk", "clone", "concat", "expand", "flatten",
-    "flip", "gather", "index_select", "narrow", "permute", "reshape", "select", "split",
-    "squeeze", "stack", "t", "transpose", "unbind", "unsqueeze", "bmm", "dot", "matmul", "mm",
-    "outer", "log_softmax", "softmax", "clear_kernel_cache", "compile_stats", "get_num_threads",
+    "bitwise_xor", "logical_not", "masked_fill", "pow", "rsub", "sub", "clear_kernel_cache", "compile_stats", "get_num_threads",
     "set_num_threads", "autograd",
     "cuda", "nn", "ops", "optim", "enable_grad", "inference_mode", "is_grad_enabled",
     "is_inference_mode_enabled", "no_grad", "set_grad_enabled", "detach", "is_tensor", "numel",

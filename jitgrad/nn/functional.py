@@ -7,8 +7,7 @@ from ..ops import formulas as E
 from ..ops import indexing, linalg, reduce, views
 from ..ops.creation import _gen, zeros_like
 from ..ops.nn import log_softmax, softmax
-from ..ops.record import record
-from ..ops.registry import Arg, Sample, register_function
+from ..ops.registry import Arg, Sample, op
 from ..tensor import Tensor, on_device
 
 relu = E.relu
@@ -19,10 +18,12 @@ __all__ = ["relu", "sigmoid", "tanh", "softplus", "gelu", "softmax", "log_softma
            "mse_loss", "cross_entropy", "nll_loss", "dropout", "layer_norm"]
 
 
+@op(name="nn.functional.softplus", samples=(Sample(Arg(3, 4), 2.0),))
 def softplus(input, beta=1.0, threshold=20.0):
     return E._softplus(input, beta, threshold)
 
 
+@op(name="nn.functional.gelu", samples=(Sample(Arg(3, 4)), Sample(Arg(3, 4), approximate="tanh")))
 def gelu(input, approximate="none"):
     if approximate == "none":
         return E._gelu(input)
@@ -31,6 +32,8 @@ def gelu(input, approximate="none"):
     raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate!r}")
 
 
+@op(name="nn.functional.linear",
+    samples=(Sample(Arg(3, 4), Arg(2, 4), Arg(2)), Sample(Arg(5, 3, 4), Arg(2, 4))))
 def linear(input, weight, bias=None):
     out = linalg.matmul(input, views.t(weight) if weight.ndim == 2 else weight)
     return out if bias is None else out + bias
@@ -46,6 +49,8 @@ def _reduce(loss, reduction):
     raise ValueError(f"{reduction} is not a valid value for reduction")
 
 
+@op(name="nn.functional.mse_loss",
+    samples=(Sample(Arg(3, 4), Arg(3, 4)), Sample(Arg(3, 4), Arg(3, 4), reduction="sum")))
 def mse_loss(input, target, reduction="mean"):
     if input.shape != target.shape:
         import warnings
@@ -56,6 +61,31 @@ def mse_loss(input, target, reduction="mean"):
     return _reduce(d * d, reduction)
 
 
+def _nll_loss_backward(node, g):
+    class_dim, index, w, reduction = node._attrs
+    (x,) = node.saved()
+    if reduction == "mean":
+        g = g / reduce.sum(w)
+    src = views.unsqueeze(-w * g, class_dim)
+    grad = indexing.scatter_add_zeros(src, class_dim, views.unsqueeze(index, class_dim), x.shape)
+    # torch's nll_loss backward is a function of the input too, with derivative 0
+    # (NllLossBackwardBackward0): with create_graph=True the gradient is linked to
+    # it, so a gradient penalty through nll_loss differentiates to 0, not an error.
+    linked = _linked(grad, x)
+    return (linked if linked.requires_grad else grad,)
+
+
+@op("NllLossBackwardBackward0", backward=lambda node, gg: (gg, zeros_like(node._attrs[0])))
+def _linked(grad, x):
+    """grad's values, recorded as a function of grad and (with derivative 0) of x."""
+    return _linked.op.emit(Tensor(grad._data), (grad, x), (x,))
+
+
+# One NllLossBackward0 node, as torch, so that its gradient can be linked to the input (see
+# _nll_loss_backward); forward AD runs through the ops of the forward (no rule here).
+@op("NllLossBackward0", backward=_nll_loss_backward, saves=("self",),
+    name="nn.functional.nll_loss",
+    samples=(Sample(Arg(4, 5), Arg(4, high=5, kind="int")),))
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     if not isinstance(target, Tensor) or target._data.dtype.kind not in "iu":
         raise RuntimeError("expected scalar type Long but found "
@@ -81,34 +111,19 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     w = Tensor(valid.astype(input._data.dtype))
     if weight is not None:
         w = w * indexing.index_select(weight, 0, safe.reshape(-1)).reshape(safe.shape)
-    # One NllLossBackward0 node, as torch, so that its gradient can be linked to the
-    # input (see _nll_loss_backward); forward AD still runs through the ops below.
     with _state.grad_disabled():
         picked = views.squeeze(indexing.gather(input, class_dim, views.unsqueeze(safe, class_dim)),
                                class_dim)
         loss = -picked * w
         out = reduce.sum(loss) / reduce.sum(w) if reduction == "mean" else _reduce(loss, reduction)
-    record("NllLossBackward0", (input,), (out,), _nll_loss_backward, save=(input,), names=("self",),
-           attrs=(class_dim, safe, w, reduction))
-    return out
+    return nll_loss.op.emit(out, (input,), (class_dim, safe, w, reduction), (input,))
 
 
-def _nll_loss_backward(node, g):
-    class_dim, index, w, reduction = node._attrs
-    (x,) = node.saved()
-    if reduction == "mean":
-        g = g / reduce.sum(w)
-    src = views.unsqueeze(-w * g, class_dim)
-    grad = indexing.scatter_add_zeros(src, class_dim, views.unsqueeze(index, class_dim), x.shape)
-    # torch's nll_loss backward is a function of the input too, with derivative 0
-    # (NllLossBackwardBackward0): with create_graph=True the gradient is linked to
-    # it, so a gradient penalty through nll_loss differentiates to 0, not an error.
-    linked = Tensor(grad._data)
-    record("NllLossBackwardBackward0", (grad, x), (linked,),
-           lambda node, gg: (gg, zeros_like(x)))
-    return (linked if linked.requires_grad else grad,)
-
-
+@op(name="nn.functional.cross_entropy",
+    samples=(Sample(Arg(4, 5), Arg(4, high=5, kind="int")),
+             Sample(Arg(4, 5), Arg(4, high=5, kind="int"), label_smoothing=0.1),
+             Sample(Arg(4, 5), Arg(4, 5, low=0.0, high=1.0, kind="const")),
+             Sample(Arg(4, 5, 2), Arg(4, 2, high=5, kind="int"), reduction="sum")))
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean",
                   label_smoothing=0.0):
     class_dim = 1 if input.ndim > 1 else 0
@@ -146,6 +161,8 @@ def dropout(input, p=0.5, training=True, inplace=False):
     return out
 
 
+@op(name="nn.functional.layer_norm",
+    samples=(Sample(Arg(3, 4), (4,), Arg(4), Arg(4)), Sample(Arg(2, 3, 4), (3, 4))))
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
@@ -175,23 +192,3 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     if bias is not None:
         out = out + bias
     return out
-
-
-
-
-# ---- registry samples ("nn.functional." names the torch counterpart) ---------------------------
-
-register_function("nn.functional.linear", linear, Sample(Arg(3, 4), Arg(2, 4), Arg(2)),
-                  Sample(Arg(5, 3, 4), Arg(2, 4)))
-register_function("nn.functional.mse_loss", mse_loss, Sample(Arg(3, 4), Arg(3, 4)),
-                  Sample(Arg(3, 4), Arg(3, 4), reduction="sum"))
-register_function("nn.functional.nll_loss", nll_loss, Sample(Arg(4, 5), Arg(4, high=5, kind="int")))
-register_function("nn.functional.cross_entropy", cross_entropy,
-                  Sample(Arg(4, 5), Arg(4, high=5, kind="int")),
-                  Sample(Arg(4, 5), Arg(4, high=5, kind="int"), label_smoothing=0.1),
-                  Sample(Arg(4, 5), Arg(4, 5, low=0.0, high=1.0, kind="const")),
-                  Sample(Arg(4, 5, 2), Arg(4, 2, high=5, kind="int"), reduction="sum"))
-register_function("nn.functional.layer_norm", layer_norm, Sample(Arg(3, 4), (4,), Arg(4), Arg(4)),
-                  Sample(Arg(2, 3, 4), (3, 4)))
-register_function("nn.functional.softplus", softplus, Sample(Arg(3, 4), 2.0))
-register_function("nn.functional.gelu", gelu, Sample(Arg(3, 4)), Sample(Arg(3, 4), approximate="tanh"))

@@ -5,21 +5,17 @@ import numpy as np
 
 from .. import backend
 from ..tensor import Tensor, asarray, wrap_dim
-from .record import FW, jvp, nb, record
-from .registry import Arg, Sample, register_function
-from .views import align_tangent, batched_index, batched_key, make_view, or_zeros, sum_to_size
+from .registry import Arg, Sample, op
+from .views import make_view, sum_to_size
 
 
-def _index_put_jvp(x, key, vt, tx, tv):
-    lead = (tx if tx is not None else tv)._data.shape[
-        :nb(tx, x) if tx is not None else nb(tv, vt)]
-    k = len(lead)
-    base = or_zeros(tx, x, lead)
+def _index_put_jvp(b, out, inputs, attrs, tx, tv=None):
+    (x, vt), key = inputs, attrs[0]
+    base = b.zeros(tx, x)
     if vt is None:
-        return index_put(base, batched_key(key, k), 0)
-    value = or_zeros(tv, vt, lead)
+        return index_put(base, b.key(key), 0)
     res_ndim = x._data[_norm_key(key, x._data.ndim)[0]].ndim
-    return index_put(base, batched_key(key, k), align_tangent(value, vt, res_ndim))
+    return index_put(base, b.key(key), b.align(b.zeros(tv, vt), vt, res_ndim))
 
 
 def _norm_key(key, ndim):
@@ -60,6 +56,8 @@ def _scatter_backward(node, g):
     return (getitem(g, node._attrs[1]),)
 
 
+@op("IndexPutBackward0", backward=_scatter_backward,
+    linear=lambda b, shape, key: (b.shape(shape), b.key(key)))
 def index_put_zeros(g, shape, key):
     """zeros(shape) with `g` added at `key` (duplicates accumulate): the backward
     of indexing, itself differentiable (its backward is indexing)."""
@@ -69,12 +67,7 @@ def index_put_zeros(g, shape, key):
         np.add.at(arr, k, g._data)
     else:
         arr[k] = g._data
-    out = Tensor(arr)
-    if FW[0] is not None:
-        jvp(out, (g,), lambda tg: index_put_zeros(
-            tg, tg.shape[:nb(tg, g)] + shape, batched_key(key, nb(tg, g))))
-    record("IndexPutBackward0", (g,), (out,), _scatter_backward, attrs=(shape, key))
-    return out
+    return index_put_zeros.op.emit(Tensor(arr), (g,), (shape, key))
 
 
 def _getitem_backward(node, g):
@@ -82,6 +75,10 @@ def _getitem_backward(node, g):
     return (index_put_zeros(g, shape, key),)
 
 
+@op("SliceBackward0", backward=_getitem_backward, linear=lambda b, shape, key: (b.key(key),),
+    samples=(Sample(Arg(4, 5), (slice(1, 3), 2)),
+             Sample(Arg(4, 5), (Ellipsis, None, slice(None, None, 2))),
+             Sample(Arg(4, 5), Arg(3, high=4, kind="int")), Sample(Arg(4, 5), Arg(4, 5, kind="bool"))))
 def getitem(x, key):
     k, advanced = _norm_key(key, x._data.ndim)
     try:
@@ -95,12 +92,10 @@ def getitem(x, key):
         out = make_view(x, arr, getitem, (key,))
         ints = all(isinstance(i, (int, np.integer)) for i in k)
         name = "SelectBackward0" if ints else "SliceBackward0"
-    if FW[0] is not None:
-        jvp(out, (x,), lambda tx: getitem(tx, batched_key(key, nb(tx, x))))
-    record(name, (x,), (out,), _getitem_backward, attrs=(x._data.shape, key))
-    return out
+    return getitem.op.emit(out, (x,), (x._data.shape, key), node=name)
 
 
+@op(method=True, export=True, samples=(Sample(Arg(4, 5), 1, 1, 3),))
 def narrow(x, dim, start, length):
     d = wrap_dim(dim, x._data.ndim)
     size = x._data.shape[d]
@@ -111,6 +106,7 @@ def narrow(x, dim, start, length):
     return getitem(x, (slice(None),) * d + (slice(start, start + length),))
 
 
+@op(method=True, export=True, samples=(Sample(Arg(4, 5), 0, 2),))
 def select(x, dim, index):
     d = wrap_dim(dim, x._data.ndim)
     size = x._data.shape[d]
@@ -133,6 +129,9 @@ def _zero_mask(shape, key, like):
     return m
 
 
+@op("IndexPutBackward0", backward=_put_backward, jvp=_index_put_jvp,
+    samples=(Sample(Arg(4, 3), (slice(0, 2),), Arg(2, 3)),
+             Sample(Arg(4, 3), (Arg(2, high=4, kind="int"),), Arg(3))))
 def index_put(x, key, value):
     """Out-of-place x[key] = value, differentiable in both."""
     arr = x._data.copy()
@@ -146,13 +145,8 @@ def index_put(x, key, value):
         raise RuntimeError(
             f"shape mismatch: value tensor of shape {list(np.shape(v))} cannot be broadcast to "
             f"indexing result of shape {list(x._data[k].shape)}") from None
-    out = Tensor(arr)
     vt = value if isinstance(value, Tensor) else None
-    if FW[0] is not None:
-        jvp(out, (x, vt), lambda tx, tv: _index_put_jvp(x, key, vt, tx, tv))
-    record("IndexPutBackward0", (x, vt), (out,), _put_backward,
-           attrs=(key, vt._data.shape if vt is not None else None))
-    return out
+    return index_put.op.emit(Tensor(arr), (x, vt), (key, vt._data.shape if vt is not None else None))
 
 
 def _check_index(index, who):
@@ -162,11 +156,14 @@ def _check_index(index, who):
 
 
 def _gather_backward(node, g):
-    dim, shape = node._attrs
+    dim, shape, _ = node._attrs
     (index,) = node.saved()
     return (scatter_add_zeros(g, dim, index, shape),)
 
 
+@op("GatherBackward0", backward=_gather_backward, saves=("index",),
+    linear=lambda b, dim, shape, index: (b.dim(dim), b.index(index)), method=True, export=True,
+    samples=(Sample(Arg(3, 4), 1, Arg(3, 2, high=4, kind="int")),))
 def gather(x, dim, index):
     idx = _check_index(index, "gather")
     d = wrap_dim(dim, x._data.ndim)
@@ -181,41 +178,36 @@ def gather(x, dim, index):
         raise RuntimeError(f"index {int(idx.max())} is out of bounds for dimension {d} with size "
                            f"{x._data.shape[d]}")
     src = x._data[tuple(slice(0, s) if i != d else slice(None) for i, s in enumerate(idx.shape))]
-    out = Tensor(np.take_along_axis(src, idx, axis=d))
-    if FW[0] is not None:
-        jvp(out, (x,), lambda tx: gather(tx, d + nb(tx, x), batched_index(index, tx, x)))
-    record("GatherBackward0", (x,), (out,), _gather_backward, save=(index,), names=("index",),
-           attrs=(d, x._data.shape))
-    return out
+    return gather.op.emit(Tensor(np.take_along_axis(src, idx, axis=d)), (x,),
+                          (d, x._data.shape, index), (index,))
 
 
 def _scatter_add_backward(node, g):
-    dim, _ = node._attrs
+    dim = node._attrs[0]
     (index,) = node.saved()
     return (gather(g, dim, index),)
 
 
+@op("ScatterAddBackward0", backward=_scatter_add_backward, saves=("index",),
+    linear=lambda b, dim, index, shape: (b.dim(dim), b.index(index), b.shape(shape)))
 def scatter_add_zeros(src, dim, index, shape):
     """zeros(shape).scatter_add(dim, index, src): the backward of gather."""
     idx = index._data
     arr = np.zeros(shape, src._data.dtype, like=src._data)
     backend.of(arr).scatter_add(arr, dim, idx, src._data)
-    out = Tensor(arr)
-    if FW[0] is not None:
-        jvp(out, (src,), lambda ts: scatter_add_zeros(
-            ts, dim + nb(ts, src), batched_index(index, ts, src), ts.shape[:nb(ts, src)] + shape))
-    record("ScatterAddBackward0", (src,), (out,), _scatter_add_backward, save=(index,),
-           names=("index",), attrs=(dim, shape))
-    return out
+    return scatter_add_zeros.op.emit(Tensor(arr), (src,), (dim, index, shape), (index,))
 
 
 def _index_select_backward(node, g):
-    dim, shape = node._attrs
+    dim, shape, _ = node._attrs
     (index,) = node.saved()
     key = (slice(None),) * dim + (index,)
     return (index_put_zeros(g, shape, key),)
 
 
+@op("IndexSelectBackward0", backward=_index_select_backward, saves=("index",),
+    linear=lambda b, dim, shape, index: (b.dim(dim), index), method=True, export=True,
+    samples=(Sample(Arg(3, 4), 0, Arg(5, high=3, kind="int")),))
 def index_select(x, dim, index):
     idx = _check_index(index, "index_select")
     if idx.ndim > 1:
@@ -225,23 +217,4 @@ def index_select(x, dim, index):
         arr = np.take(x._data, idx.reshape(-1), axis=d)
     except IndexError as e:
         raise IndexError(f"index out of range in self: {_index_error(e)}") from None
-    out = Tensor(arr)
-    if FW[0] is not None:
-        jvp(out, (x,), lambda tx: index_select(tx, d + nb(tx, x), index))
-    record("IndexSelectBackward0", (x,), (out,), _index_select_backward, save=(index,),
-           names=("index",), attrs=(d, x._data.shape))
-    return out
-
-
-# ---- registry samples ------------------------------------------------------------------------
-
-register_function("narrow", narrow, Sample(Arg(4, 5), 1, 1, 3))
-register_function("select", select, Sample(Arg(4, 5), 0, 2))
-register_function("getitem", getitem, Sample(Arg(4, 5), (slice(1, 3), 2)),
-                  Sample(Arg(4, 5), (Ellipsis, None, slice(None, None, 2))),
-                  Sample(Arg(4, 5), Arg(3, high=4, kind="int")),
-                  Sample(Arg(4, 5), Arg(4, 5, kind="bool")))
-register_function("gather", gather, Sample(Arg(3, 4), 1, Arg(3, 2, high=4, kind="int")))
-register_function("index_select", index_select, Sample(Arg(3, 4), 0, Arg(5, high=3, kind="int")))
-register_function("index_put", index_put, Sample(Arg(4, 3), (slice(0, 2),), Arg(2, 3)),
-                  Sample(Arg(4, 3), (Arg(2, high=4, kind="int"),), Arg(3)))
+    return index_select.op.emit(Tensor(arr), (x,), (d, x._data.shape, index), (index,))

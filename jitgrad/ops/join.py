@@ -5,15 +5,13 @@ import numpy as np
 from .. import _state
 from .. import dtypes as _dt
 from ..tensor import Tensor, wrap_dim
-from .record import FW, jvp, nb, record
-from .registry import Arg, Sample, register_function
+from .registry import Arg, Sample, op
 from .indexing import narrow, select
-from .views import creation_meta, or_zeros, unsqueeze
+from .views import creation_meta, unsqueeze
 
 
-def _cat_jvp(ts, tensors, d):
-    lead = next(u._data.shape[:nb(u, v)] for u, v in zip(ts, tensors) if u is not None)
-    return cat([or_zeros(u, v, lead) for u, v in zip(ts, tensors)], d + len(lead))
+def _cat_jvp(b, out, inputs, attrs, *ts):
+    return cat([b.zeros(u, v) for u, v in zip(ts, inputs)], b.dim(attrs[0]))
 
 
 def _cat_backward(node, g):
@@ -38,6 +36,9 @@ def _joined_dtype(tensors, who):
     return dt
 
 
+@op("CatBackward0", backward=_cat_backward, jvp=_cat_jvp, export=("cat", "concat"),
+    test=lambda *ts, dim=0: cat(ts, dim),
+    samples=(Sample(Arg(2, 3), Arg(4, 3)), Sample(Arg(2, 3), Arg(2, 1), dim=1)))
 def cat(tensors, dim=0):
     tensors = list(tensors)
     dt = _joined_dtype(tensors, "cat")
@@ -55,16 +56,14 @@ def cat(tensors, dim=0):
                 f"{s[0 if d else min(1, nd - 1)] if len(s) > 1 else (s[0] if s else 0)} for tensor "
                 f"number {i} in the list (shapes {[list(x._data.shape) for x in tensors]}).")
     out = Tensor(np.concatenate([t._data.astype(dt, copy=False) for t in tensors], axis=d))
-    if FW[0] is not None:
-        jvp(out, tensors, lambda *ts: _cat_jvp(ts, tensors, d))
-    record("CatBackward0", tensors, (out,), _cat_backward,
-           attrs=(d, [t._data.shape[d] for t in tensors]))
-    return out
+    return cat.op.emit(out, tensors, (d, [t._data.shape[d] for t in tensors]))
 
 
 concat = cat
 
 
+@op(export=True, test=lambda *ts, dim=0: stack(ts, dim),
+    samples=(Sample(Arg(2, 3), Arg(2, 3), dim=1),))
 def stack(tensors, dim=0):
     tensors = list(tensors)
     _joined_dtype(tensors, "stack")
@@ -78,7 +77,7 @@ def stack(tensors, dim=0):
 
 
 def _split_backward(node, *grads):
-    dim, sizes, shape, dtype = node._attrs
+    dim, sizes, shape, dtype, _ = node._attrs
     parts = []
     for g, s in zip(grads, sizes):
         if g is None:
@@ -89,6 +88,10 @@ def _split_backward(node, *grads):
     return (cat(parts, dim),)
 
 
+@op("SplitBackward0", backward=_split_backward,
+    linear=lambda b, dim, sizes, shape, dtype, sections: (sections, b.dim(dim)),
+    method=True, export=True, test=lambda x, s, dim=0: cat(split(x, s, dim), dim),
+    samples=(Sample(Arg(5, 2), 2), Sample(Arg(2, 5), [1, 4], dim=1)))
 def split(x, split_size_or_sections, dim=0):
     d = wrap_dim(dim, x._data.ndim)
     n = x._data.shape[d]
@@ -113,12 +116,13 @@ def split(x, split_size_or_sections, dim=0):
             o._creation_meta = meta
             outs.append(o)
             start += s
-    if FW[0] is not None:
-        jvp(outs, (x,), lambda tx: split(tx, split_size_or_sections, d + nb(tx, x)))
-    record(name, (x,), outs, _split_backward, attrs=(d, sizes, x._data.shape, x._data.dtype))
+    split.op.emit(outs, (x,), (d, sizes, x._data.shape, x._data.dtype, split_size_or_sections),
+                  node=name)
     return tuple(outs)
 
 
+@op(method=True, export=True, test=lambda x, c, dim=0: cat(chunk(x, c, dim), dim),
+    samples=(Sample(Arg(5, 2), 3),))
 def chunk(x, chunks, dim=0):
     if chunks <= 0:
         raise RuntimeError("chunk expects `chunks` to be greater than 0, got: " + str(chunks))
@@ -139,6 +143,9 @@ def _present(grads):
     return next(g._data for g in grads if g is not None)
 
 
+@op("UnbindBackward0", backward=_unbind_backward, linear=lambda b, dim, shape, dtype: (b.dim(dim),),
+    method=True, export=True, test=lambda x, dim=0: stack(unbind(x, dim), dim),
+    samples=(Sample(Arg(3, 2), dim=1),))
 def unbind(x, dim=0):
     d = wrap_dim(dim, x._data.ndim)
     meta = creation_meta(x)  # of the caller's grad mode, not of the block below
@@ -146,18 +153,5 @@ def unbind(x, dim=0):
         outs = [select(x, d, i) for i in range(x._data.shape[d])]
     for o in outs:
         o._creation_meta = meta
-    if FW[0] is not None:
-        jvp(outs, (x,), lambda tx: unbind(tx, d + nb(tx, x)))
-    record("UnbindBackward0", (x,), outs, _unbind_backward, attrs=(d, x._data.shape, x._data.dtype))
+    unbind.op.emit(outs, (x,), (d, x._data.shape, x._data.dtype))
     return tuple(outs)
-
-
-# ---- registry samples ------------------------------------------------------------------------
-
-register_function("cat", lambda *ts, dim=0: cat(ts, dim), Sample(Arg(2, 3), Arg(4, 3)),
-                  Sample(Arg(2, 3), Arg(2, 1), dim=1))
-register_function("stack", lambda *ts, dim=0: stack(ts, dim), Sample(Arg(2, 3), Arg(2, 3), dim=1))
-register_function("split", lambda x, s, dim=0: cat(split(x, s, dim), dim),
-                  Sample(Arg(5, 2), 2), Sample(Arg(2, 5), [1, 4], dim=1))
-register_function("chunk", lambda x, c, dim=0: cat(chunk(x, c, dim), dim), Sample(Arg(5, 2), 3))
-register_function("unbind", lambda x, dim=0: stack(unbind(x, dim), dim), Sample(Arg(3, 2), dim=1))

@@ -3,8 +3,7 @@ jitgrad ops (so twice differentiable)."""
 import numpy as np
 
 from ..tensor import Tensor, asarray
-from .record import FW, jvp, nb, record
-from .registry import Arg, Sample, register_function
+from .registry import Arg, Sample, op
 from .views import reshape, squeeze, sum_to_size, transpose, unsqueeze
 
 
@@ -41,12 +40,11 @@ def _matmul_backward(node, g):
     return ga, gb
 
 
-def _matmul_tangent_a(ta, a, b):
-    """ta @ b for a tangent ta with k leading batch dims over a."""
-    k = nb(ta, a)
-    if not k:
+def _matmul_tangent_a(batch, ta, a, b):
+    """ta @ b for a tangent ta with batch dims over a."""
+    if not batch.k:
         return matmul(ta, b)
-    lead = ta._data.shape[:k]
+    lead = batch.lead
     if a._data.ndim == 1:
         if b._data.ndim == 1:  # dot with each batched vector
             return matmul(ta, b)
@@ -56,12 +54,11 @@ def _matmul_tangent_a(ta, a, b):
     return matmul(reshape(ta, lead + (1,) * pad + a._data.shape), b)
 
 
-def _matmul_tangent_b(a, tb, b):
-    """a @ tb for a tangent tb with k leading batch dims over b."""
-    k = nb(tb, b)
-    if not k:
+def _matmul_tangent_b(batch, a, tb, b):
+    """a @ tb for a tangent tb with batch dims over b."""
+    if not batch.k:
         return matmul(a, tb)
-    lead = tb._data.shape[:k]
+    lead = batch.lead
     if b._data.ndim == 1:
         if a._data.ndim == 1:  # dot with each batched vector
             return matmul(tb, a)
@@ -71,13 +68,22 @@ def _matmul_tangent_b(a, tb, b):
     return matmul(a, reshape(tb, lead + (1,) * pad + b._data.shape))
 
 
-def _sum_present(a, b):
-    return b if a is None else a if b is None else a + b
+def _matmul_jvp(batch, out, inputs, attrs, ta, tb):
+    a, b = inputs
+    if ta is None:
+        return _matmul_tangent_b(batch, a, tb, b)
+    da = _matmul_tangent_a(batch, ta, a, b)
+    return da if tb is None else da + _matmul_tangent_b(batch, a, tb, b)
 
 
 _NAMES = {(1, 1): "DotBackward0", (2, 2): "MmBackward0", (2, 1): "MvBackward0"}
 
 
+@op("MmBackward0", backward=_matmul_backward, jvp=_matmul_jvp, saves=("self", "mat2"),
+    method=True, export=True,
+    samples=(Sample(Arg(3, 4), Arg(4, 2)), Sample(Arg(4), Arg(4)), Sample(Arg(3, 4), Arg(4)),
+             Sample(Arg(4), Arg(4, 2)), Sample(Arg(2, 3, 4), Arg(4, 5)),
+             Sample(Arg(2, 1, 3, 4), Arg(3, 4, 2))))
 def matmul(a, b):
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise TypeError(f"matmul(): argument 'other' must be Tensor, not "
@@ -103,14 +109,10 @@ def matmul(a, b):
     out = Tensor(asarray(r))
     name = _NAMES.get((ad.ndim, bd.ndim), "BmmBackward0" if ad.ndim == bd.ndim == 3 else
                       "UnsafeViewBackward0")
-    if FW[0] is not None:
-        jvp(out, (a, b), lambda ta, tb: _sum_present(
-            _matmul_tangent_a(ta, a, b) if ta is not None else None,
-            _matmul_tangent_b(a, tb, b) if tb is not None else None))
-    record(name, (a, b), (out,), _matmul_backward, save=(a, b), names=("self", "mat2"))
-    return out
+    return matmul.op.emit(out, (a, b), (), (a, b), node=name)
 
 
+@op(method=True, export=True, samples=(Sample(Arg(3, 4), Arg(4, 2)),))
 def mm(a, b):
     if a._data.ndim != 2:
         raise RuntimeError(f"self must be a matrix (got a {a._data.ndim}-D tensor)")
@@ -119,6 +121,7 @@ def mm(a, b):
     return matmul(a, b)
 
 
+@op(method=True, export=True, samples=(Sample(Arg(2, 3, 4), Arg(2, 4, 5)),))
 def bmm(a, b):
     if a._data.ndim != 3:
         raise RuntimeError(f"batch1 must be a 3D tensor (got {a._data.ndim}-D)")
@@ -131,6 +134,7 @@ def bmm(a, b):
     return matmul(a, b)
 
 
+@op(method=True, export=True, samples=(Sample(Arg(5), Arg(5)),))
 def dot(a, b):
     if a._data.ndim != 1 or b._data.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {a._data.ndim}D and {b._data.ndim}D tensors")
@@ -141,20 +145,8 @@ def dot(a, b):
     return matmul(a, b)
 
 
+@op(method=True, export=True, samples=(Sample(Arg(3), Arg(4)),))
 def outer(a, b):
     if a._data.ndim != 1 or b._data.ndim != 1:
         raise RuntimeError(f"outer: expected 1-D vectors, got {a._data.ndim}-D and {b._data.ndim}-D")
     return unsqueeze(a, 1) * unsqueeze(b, 0)
-
-
-
-
-# ---- registry samples ------------------------------------------------------------------------
-
-register_function("matmul", matmul, Sample(Arg(3, 4), Arg(4, 2)), Sample(Arg(4), Arg(4)),
-                  Sample(Arg(3, 4), Arg(4)), Sample(Arg(4), Arg(4, 2)),
-                  Sample(Arg(2, 3, 4), Arg(4, 5)), Sample(Arg(2, 1, 3, 4), Arg(3, 4, 2)))
-register_function("mm", mm, Sample(Arg(3, 4), Arg(4, 2)))
-register_function("bmm", bmm, Sample(Arg(2, 3, 4), Arg(2, 4, 5)))
-register_function("dot", dot, Sample(Arg(5), Arg(5)))
-register_function("outer", outer, Sample(Arg(3), Arg(4)))

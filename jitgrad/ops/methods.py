@@ -7,7 +7,7 @@ from ..tensor import Tensor, asarray, check_device, device as _device
 from . import formulas as E
 from . import inplace as I
 from . import convert, indexing, join, linalg, nn, reduce, views
-from .registry import API_BUILT, REGISTRY
+from .registry import API_BUILT, OPS, REGISTRY
 
 # ---- functions with torch's extra arguments -----------------------------------------------
 
@@ -170,31 +170,31 @@ def _inplace_method(op):
     return _inplace
 
 
+# The modules whose declarations (registry.OPS) the tables below read; imported for that.
+_DECLARING = (indexing, join, linalg, nn, reduce)
+
+
+def _inplace_op_method(fn):
+    """Tensor.<name>_ of a declared op: its result stored into self."""
+    def _inplace(x, *args, **kwargs):
+        return I.apply_inplace(x, lambda t: fn(t, *args, **kwargs))
+    return _inplace
+
+
 def _method_table():
-    # The formula table's own declarations (export/method/inplace flags of each entry).
+    # The registry's own declarations (method/inplace flags of each op).
     API_BUILT[0] = True
     m = {name: op.function for name, op in REGISTRY.items() if op.method}
     m.update({name + "_": _inplace_method(op) for name, op in REGISTRY.items() if op.inplace})
+    for d in OPS.values():
+        m.update((n, d.function) for n in d.methods)
+        m.update((n + "_", _inplace_op_method(d.function)) for n in d.inplace)
     m.update(add=add, sub=sub, pow=pow, clamp=E.clamp, clip=E.clamp, lerp=E.lerp,
              masked_fill=masked_fill, negative=E.neg, absolute=E.abs, multiply=E.mul,
              divide=E.div, true_divide=E.div, subtract=sub, greater=E.gt, less=E.lt,
              where=lambda x, condition, y: E.where(condition, x, y), to=to,
              bitwise_and=bitwise_and, bitwise_or=bitwise_or, bitwise_xor=bitwise_xor,
              bitwise_not=bitwise_not, logical_not=logical_not, all=all_, any=any_)
-    for name in ("sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "var",
-                 "std", "logsumexp", "norm", "cumsum"):
-        m[name] = getattr(reduce, name)
-    for module, names in (
-            (views, ("reshape", "view", "flatten", "squeeze", "unsqueeze", "expand", "expand_as",
-                     "broadcast_to", "transpose", "swapaxes", "permute", "t", "flip", "clone",
-                     "contiguous", "sum_to_size")),
-            (indexing, ("narrow", "select", "gather", "index_select")),
-            (join, ("split", "chunk", "unbind"))):
-        for name in names:
-            m[name] = getattr(module, name)
-    for name in ("matmul", "mm", "bmm", "dot", "outer"):
-        m[name] = getattr(linalg, name)
-    m.update(softmax=nn.softmax, log_softmax=nn.log_softmax)
     m.update(add_=add_, sub_=sub_, pow_=lambda x, e: I.inplace_elementwise(E.pow.op, x, e),
              clamp_=clamp_, clip_=clamp_, fill_=fill_, zero_=zero_, copy_=copy_,
              masked_fill_=masked_fill_)

@@ -6,12 +6,11 @@ from .. import backend
 from ..tensor import Tensor, wrap_dim
 from . import formulas as E
 from .reduce import sum
-from .record import FW, jvp, nb, record
-from .registry import Arg, Sample, register_function
+from .registry import Arg, Sample, op
 
 
 def _softmax_backward(node, g):
-    dim = node._attrs
+    (dim,) = node._attrs
     (out,) = node.saved()
     return (out * (g - sum(g * out, dim, keepdim=True)),)
 
@@ -38,6 +37,12 @@ def _device_kernel(x, dim, log):
     return Tensor(d.softmax(wrap_dim(dim, d.ndim), log))
 
 
+def _softmax_jvp(b, out, inputs, attrs, tx):
+    return out * (tx - sum(tx * out, b.dim(attrs[0]), keepdim=True))
+
+
+@op("SoftmaxBackward0", backward=_softmax_backward, jvp=_softmax_jvp, saves=("result",),
+    method=True, export=True, samples=(Sample(Arg(3, 4), 1), Sample(Arg(3, 4), 0)))
 def softmax(x, dim, dtype=None):
     if dtype is not None:
         x = x.to(dtype)
@@ -47,20 +52,22 @@ def softmax(x, dim, dtype=None):
             z, ax = _shifted(x, dim, "softmax")
             e = np.exp(z)
             out = Tensor(e / e.sum(axis=ax, keepdims=True) if e.ndim else np.ones_like(e))
-    ax = wrap_dim(dim, x._data.ndim)
-    if FW[0] is not None:
-        jvp(out, (x,), lambda tx: out * (tx - sum(tx * out, ax + nb(tx, x), keepdim=True)))
-    record("SoftmaxBackward0", (x,), (out,), _softmax_backward, save=(out,), names=("result",),
-           attrs=ax)
-    return out
+    return softmax.op.emit(out, (x,), (wrap_dim(dim, x._data.ndim),), (out,))
 
 
 def _log_softmax_backward(node, g):
-    dim = node._attrs
+    (dim,) = node._attrs
     (out,) = node.saved()
     return (g - E.exp(out) * sum(g, dim, keepdim=True),)
 
 
+def _log_softmax_jvp(b, out, inputs, attrs, tx):
+    return tx - sum(E.exp(out) * tx, b.dim(attrs[0]), keepdim=True)
+
+
+@op("LogSoftmaxBackward0", backward=_log_softmax_backward, jvp=_log_softmax_jvp,
+    saves=("result",), method=True, export=True,
+    samples=(Sample(Arg(3, 4), 1), Sample(Arg(2, 3, 4), -1)))
 def log_softmax(x, dim, dtype=None):
     if dtype is not None:
         x = x.to(dtype)
@@ -69,15 +76,4 @@ def log_softmax(x, dim, dtype=None):
         with np.errstate(invalid="ignore"):
             z, ax = _shifted(x, dim, "log_softmax")
             out = Tensor((z - np.log(np.exp(z).sum(axis=ax, keepdims=True))) if z.ndim else z)
-    ax = wrap_dim(dim, x._data.ndim)
-    if FW[0] is not None:
-        jvp(out, (x,), lambda tx: tx - sum(E.exp(out) * tx, ax + nb(tx, x), keepdim=True))
-    record("LogSoftmaxBackward0", (x,), (out,), _log_softmax_backward, save=(out,),
-           names=("result",), attrs=ax)
-    return out
-
-
-# ---- registry samples ------------------------------------------------------------------------
-
-register_function("softmax", softmax, Sample(Arg(3, 4), 1), Sample(Arg(3, 4), 0))
-register_function("log_softmax", log_softmax, Sample(Arg(3, 4), 1), Sample(Arg(2, 3, 4), -1))
+    return log_softmax.op.emit(out, (x,), (wrap_dim(dim, x._data.ndim),), (out,))

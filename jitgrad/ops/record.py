@@ -1,6 +1,8 @@
 """Recording a non-elementwise op: its backward node (`record`) and its
-forward-mode tangent (`jvp`). Every op outside the formula table calls these
-two after computing its result."""
+forward-mode tangent (`jvp`). An op declared with `ops.registry.op` gets an
+`OpDef` whose `emit` does both after the forward has computed its result."""
+import numpy as np
+
 from .. import _state
 from .._dual import set_tangent
 from .._node import EMPTY_SAVED, Node, SavedTensor, edge_of
@@ -81,12 +83,6 @@ def record(name, inputs, outputs, backward, save=(), names=(), attrs=None):
 FW = _state.fw_level
 
 
-def nb(t, x):
-    """How many leading batch dims a tangent has over its primal (vectorized
-    forward mode pushes a batch of tangents at once; 0 otherwise)."""
-    return t._data.ndim - x._data.ndim
-
-
 def jvp(outputs, inputs, rule):
     """Forward AD: give `outputs` (a Tensor or a tuple) the tangents `rule(*tangents)`
     if an input carries one (None stands for an input without). Callers test
@@ -108,3 +104,97 @@ def jvp(outputs, inputs, rule):
         for o, r in zip(outputs, res):
             if r is not None:
                 set_tangent(o, r)
+
+
+class Batch:
+    """The leading batch dims that tangents carry over their primals in
+    vectorized forward mode (`make_batched_dual`; none otherwise). `OpDef`
+    measures them once per op and a forward-mode rule maps its dims, shapes,
+    keys and index tensors through these methods."""
+    __slots__ = ("k", "lead")
+
+    def __init__(self, lead):
+        self.k, self.lead = len(lead), lead
+
+    def dim(self, d):
+        return d + self.k
+
+    def dims(self, ds):
+        return tuple(d + self.k for d in ds)
+
+    def perm(self, ds):
+        return tuple(range(self.k)) + self.dims(ds)
+
+    def shape(self, s):
+        return self.lead + tuple(s)
+
+    def key(self, key):
+        if not self.k:
+            return key
+        return (slice(None),) * self.k + (key if isinstance(key, tuple) else (key,))
+
+    def index(self, index):
+        if not self.k:
+            return index
+        return Tensor(np.broadcast_to(index._data, self.lead + index._data.shape).copy())
+
+    def zeros(self, tangent, like):
+        """A missing tangent counts as zeros (with the batch dims)."""
+        if tangent is not None:
+            return tangent
+        return Tensor(np.zeros(self.lead + like._data.shape, like._data.dtype, like=like._data))
+
+    def align(self, tangent, like, ndim):
+        """Ones inserted after the batch dims, so the tangent's primal part has `ndim` dims."""
+        pad = ndim - like._data.ndim
+        if pad <= 0:
+            return tangent
+        shp = tangent._data.shape
+        return tangent.reshape(shp[:self.k] + (1,) * pad + shp[self.k:])
+
+
+NO_BATCH = Batch(())
+
+
+class OpDef:
+    """One non-elementwise op as declared with `ops.registry.op`: its function,
+    backward node name, backward rule, forward-mode rule, saved-tensor names,
+    test samples and the Tensor methods and `jitgrad` names it is published as."""
+    __slots__ = ("name", "function", "node", "backward", "jvp", "linear", "saves", "samples",
+                 "methods", "exports", "inplace")
+
+    def __init__(self, name, function, node, backward, jvp, linear, saves, samples, methods,
+                 exports, inplace):
+        self.name, self.function, self.node = name, function, node
+        self.backward, self.jvp, self.linear, self.saves = backward, jvp, linear, saves
+        self.samples, self.methods, self.exports, self.inplace = samples, methods, exports, inplace
+
+    def __repr__(self):
+        return f"<op {self.name}>"
+
+    def emit(self, out, inputs, attrs=(), save=(), node=None):
+        """Give `out` (a Tensor, or a list of them for a multi-output op) its
+        tangent and its backward node; returns `out`. `inputs`: the tensors
+        (or None) gradients flow to; `attrs`: what the rules read besides
+        tensors (`node._attrs`); `save`: tensors saved under the declared names."""
+        outs = (out,) if type(out) is Tensor else out
+        if FW[0] is not None:
+            self._tangent(out, inputs, attrs)
+        record(node or self.node, inputs, outs, self.backward, save, self.saves, attrs)
+        return out
+
+    def _tangent(self, out, inputs, attrs):
+        lead = None
+        for t in inputs:
+            if t is not None and t._fw is not None:
+                lead = t._fw._data.shape[:t._fw._data.ndim - t._data.ndim]
+                break
+        else:
+            return
+        if self.linear is None and self.jvp is None:
+            return  # the forward's own ops carried the tangents
+        b = Batch(lead) if lead else NO_BATCH
+        if self.linear is not None:  # the op itself, on the tangent (JAX's deflinear)
+            jvp(out, inputs, lambda t: self.function(t, *self.linear(b, *attrs)))
+        else:
+            jvp(out, inputs, lambda *ts: self.jvp(b, out, inputs, attrs, *ts))

@@ -7,10 +7,9 @@ import numpy as np
 from .. import dtypes as _dt
 from ..tensor import Tensor, wrap_dim, asarray, ascontiguous
 from . import formulas as E
-from .record import FW, jvp, nb, record
-from .registry import Arg, Sample, register_function
+from .registry import Arg, Sample, op
 from .indexing import gather, scatter_add_zeros
-from .views import expand, flip, reshape, shift_dims, unsqueeze
+from .views import expand, flip, reshape, unsqueeze
 
 values_indices = collections.namedtuple("return_types", ["values", "indices"])
 
@@ -49,17 +48,21 @@ def _sum_backward(node, g):
     return (_unreduce(g, shape, axes, keepdim),)
 
 
+def _reduced(b, shape, axes, keepdim, *_):
+    """The linear rule of a reduction: the same reduction of the tangent."""
+    return (b.dims(axes), keepdim)
+
+
+@op("SumBackward0", backward=_sum_backward, linear=_reduced, method=True, export=True,
+    samples=(Sample(Arg(3, 4)), Sample(Arg(3, 4), 1), Sample(Arg(2, 3, 4), (0, 2), True)))
 def sum(x, dim=None, keepdim=False, dtype=None):
     d = x._data
     axes = _axes(dim, d.ndim)
     out_dt = _dt.to_dtype(dtype).np if dtype is not None else (
         np.dtype(np.int64) if d.dtype.kind in "biu" else d.dtype)
     out = Tensor(asarray(d.sum(axis=axes, keepdims=keepdim, dtype=out_dt)))
-    if FW[0] is not None:
-        jvp(out, (x,), lambda tx: sum(tx, shift_dims(axes, nb(tx, x)), keepdim))
-    record("SumBackward0" if dim is None else "SumBackward1", (x,), (out,), _sum_backward,
-           attrs=(d.shape, axes, keepdim))
-    return out
+    return sum.op.emit(out, (x,), (d.shape, axes, keepdim),
+                       node="SumBackward0" if dim is None else "SumBackward1")
 
 
 def _mean_backward(node, g):
@@ -74,6 +77,8 @@ def _need_float(x, who):
             f"complex dtype. Got: {x.dtype.name}; convert with .float() first")
 
 
+@op("MeanBackward0", backward=_mean_backward, linear=_reduced, method=True, export=True,
+    samples=(Sample(Arg(3, 4)), Sample(Arg(3, 4), -1, keepdim=True)))
 def mean(x, dim=None, keepdim=False, dtype=None):
     if dtype is not None:
         x = x.to(dtype)
@@ -81,11 +86,8 @@ def mean(x, dim=None, keepdim=False, dtype=None):
     d = x._data
     axes = _axes(dim, d.ndim)
     out = Tensor(asarray(d.mean(axis=axes, keepdims=keepdim)).astype(d.dtype, copy=False))
-    if FW[0] is not None:
-        jvp(out, (x,), lambda tx: mean(tx, shift_dims(axes, nb(tx, x)), keepdim))
-    record("MeanBackward0" if dim is None else "MeanBackward1", (x,), (out,), _mean_backward,
-           attrs=(d.shape, axes, keepdim))
-    return out
+    return mean.op.emit(out, (x,), (d.shape, axes, keepdim),
+                        node="MeanBackward0" if dim is None else "MeanBackward1")
 
 
 def _prod_backward(node, g):
@@ -114,6 +116,14 @@ def _prod_others(d, axes):
     return Tensor(ascontiguous(np.moveaxis(excl, range(-len(axes), 0), axes)))
 
 
+def _prod_jvp(b, out, inputs, attrs, tx):
+    shape, axes, keepdim = attrs
+    return sum(tx * _prod_others(inputs[0]._data, axes), b.dims(axes), keepdim)
+
+
+@op("ProdBackward0", backward=_prod_backward, jvp=_prod_jvp, saves=("self", "result"),
+    method=True, export=True, samples=(Sample(Arg(3, 4, low=0.5, high=1.5)),
+                                       Sample(Arg(3, 4, low=0.5, high=1.5), 1)))
 def prod(x, dim=None, keepdim=False, dtype=None):
     if dtype is not None:
         x = x.to(dtype)
@@ -121,27 +131,22 @@ def prod(x, dim=None, keepdim=False, dtype=None):
     axes = _axes(dim, d.ndim)
     out_dt = np.dtype(np.int64) if d.dtype.kind in "biu" else d.dtype
     out = Tensor(asarray(d.prod(axis=axes, keepdims=keepdim, dtype=out_dt)))
-    if FW[0] is not None:
-        jvp(out, (x,), lambda tx: sum(tx * _prod_others(x._data, axes), shift_dims(axes, nb(tx, x)),
-                                     keepdim))
-    record("ProdBackward0" if dim is None else "ProdBackward1", (x,), (out,), _prod_backward,
-           save=(x, out), names=("self", "result"), attrs=(d.shape, axes, keepdim))
-    return out
+    return prod.op.emit(out, (x,), (d.shape, axes, keepdim), (x, out),
+                        node="ProdBackward0" if dim is None else "ProdBackward1")
 
 
-def _amax_jvp(tx, x, out, axes, keepdim):
-    mask = E.eq(x, _unreduce(out, x._data.shape, axes, keepdim))
-    return sum(tx * mask, shift_dims(axes, nb(tx, x)), keepdim) / sum(mask, axes, keepdim)
+def _amax_jvp(b, out, inputs, attrs, tx):
+    shape, axes, keepdim, _ = attrs
+    mask = E.eq(inputs[0], _unreduce(out, shape, axes, keepdim))
+    return sum(tx * mask, b.dims(axes), keepdim) / sum(mask, axes, keepdim)
 
 
-def _take(t, dim, indices, keepdim, k=0):
-    """t's elements at `indices` along dim (the tangent of max/min with dim); t may
-    have k leading batch dims."""
+def _take(b, out, inputs, attrs, tx):
+    """The tangent's elements at the max/min indices along dim."""
+    dim, _, keepdim, indices = attrs
     idx = indices if keepdim else unsqueeze(indices, dim)
-    if k:
-        idx = Tensor(np.broadcast_to(idx._data, t._data.shape[:k] + idx._data.shape).copy())
-    r = gather(t, dim + k, idx)
-    return r if keepdim else r.squeeze(dim + k)
+    r = gather(tx, b.dim(dim), b.index(idx))
+    return r if keepdim else r.squeeze(b.dim(dim))
 
 
 def _amax_backward(node, g):
@@ -157,6 +162,7 @@ def _amax_backward(node, g):
     return (_unreduce(g, shape, axes, keepdim) * mask / count,)
 
 
+@op("AmaxBackward0", backward=_amax_backward, jvp=_amax_jvp, saves=("self", "result"))
 def _extreme(x, dim, keepdim, fn, name):
     d = x._data
     axes = _axes(dim, d.ndim)
@@ -170,23 +176,21 @@ def _extreme(x, dim, keepdim, fn, name):
     out = Tensor(asarray(r))
     full = name in ("max", "min")  # max()/min() without dim: MaxBackward1, NaN-aware
     node = name.capitalize() + ("Backward1" if full else "Backward0")
-    if FW[0] is not None:
-        jvp(out, (x,), lambda tx: _amax_jvp(tx, x, out, axes, keepdim))
-    record(node, (x,), (out,), _amax_backward, save=(x, out), names=("self", "result"),
-           attrs=(d.shape, axes, keepdim, full))
-    return out
+    return _extreme.op.emit(out, (x,), (d.shape, axes, keepdim, full), (x, out), node=node)
 
 
+@op(method=True, export=True, samples=(Sample(Arg(3, 4)), Sample(Arg(3, 4), 1, True)))
 def amax(x, dim=(), keepdim=False):
     return _extreme(x, None if dim == () else dim, keepdim, np.max, "amax")
 
 
+@op(method=True, export=True, samples=(Sample(Arg(3, 4)), Sample(Arg(3, 4), 0)))
 def amin(x, dim=(), keepdim=False):
     return _extreme(x, None if dim == () else dim, keepdim, np.min, "amin")
 
 
 def _max_dim_backward(node, g, _g_indices=None):
-    dim, shape, keepdim = node._attrs
+    dim, shape, keepdim, _ = node._attrs
     (idx,) = node.saved()
     if not keepdim:
         g = unsqueeze(g, dim)
@@ -194,6 +198,7 @@ def _max_dim_backward(node, g, _g_indices=None):
     return (scatter_add_zeros(g, dim, idx, shape),)
 
 
+@op("MaxBackward0", backward=_max_dim_backward, jvp=_take, saves=("indices",))
 def _max_min(x, dim, keepdim, name, arg_fn, full_fn):
     if dim is None:
         return _extreme(x, None, False, full_fn, name)
@@ -206,19 +211,26 @@ def _max_min(x, dim, keepdim, name, arg_fn, full_fn):
     if not keepdim and d.ndim:
         vals, idx = vals.squeeze(ax), idx.squeeze(ax)
     values, indices = Tensor(ascontiguous(vals)), Tensor(idx.astype(np.int64))
-    if FW[0] is not None:
-        jvp(values, (x,), lambda tx: _take(tx, ax, indices, keepdim, nb(tx, x)))
-    record(name.capitalize() + "Backward0", (x,), (values,), _max_dim_backward, save=(indices,),
-           names=("indices",), attrs=(ax, d.shape, keepdim))
+    _max_min.op.emit(values, (x,), (ax, d.shape, keepdim, indices), (indices,),
+                     node=name.capitalize() + "Backward0")
     return values_indices(values, indices)
 
 
+def _values(fn):
+    """Tested through its values: max(x, dim) also returns indices."""
+    return lambda x, *a, **k: fn(x, *a, **k) if not a and not k else fn(x, *a, **k)[0]
+
+
+@op(method=True, export=True, test=_values(lambda *a, **k: max(*a, **k)),
+    samples=(Sample(Arg(3, 4)), Sample(Arg(3, 4), 1), Sample(Arg(3, 4), 0, keepdim=True)))
 def max(x, dim=None, keepdim=False):
     if isinstance(dim, Tensor):
         return E.maximum(x, dim)
     return _max_min(x, dim, keepdim, "max", np.argmax, np.max)
 
 
+@op(method=True, export=True, test=_values(lambda *a, **k: min(*a, **k)),
+    samples=(Sample(Arg(3, 4)), Sample(Arg(3, 4), 1)))
 def min(x, dim=None, keepdim=False):
     if isinstance(dim, Tensor):
         return E.minimum(x, dim)
@@ -234,10 +246,12 @@ def _arg_extreme(x, dim, keepdim, np_fn):
     return Tensor(asarray(r, dtype=np.int64))
 
 
+@op(method=True, export=True)
 def argmax(x, dim=None, keepdim=False):
     return _arg_extreme(x, dim, keepdim, np.argmax)
 
 
+@op(method=True, export=True)
 def argmin(x, dim=None, keepdim=False):
     return _arg_extreme(x, dim, keepdim, np.argmin)
 
@@ -278,6 +292,15 @@ def _var_backward(node, g):
     return (_unreduce(g, shape, axes, keepdim) * centered * (2.0 / (n - corr)),)
 
 
+def _var_jvp(b, out, inputs, attrs, tx):
+    shape, axes, keepdim, corr = attrs
+    return sum(_centered(inputs[0], axes) * tx, b.dims(axes), keepdim) * (
+        2.0 / (_count(shape, axes) - corr))
+
+
+@op("VarBackward0", backward=_var_backward, jvp=_var_jvp, saves=("self",), method=True,
+    export=True, samples=(Sample(Arg(3, 4)), Sample(Arg(3, 4), 1),
+                          Sample(Arg(3, 4), 0, correction=0)))
 def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(dim, bool):  # var(x, False): the old unbiased positional form
         dim, unbiased = None, dim
@@ -286,13 +309,7 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     d = x._data
     axes = _axes(dim, d.ndim)
     out = Tensor(_moment(d, axes, corr, keepdim, "var"))
-    if FW[0] is not None:
-        jvp(out, (x,), lambda tx: sum(_centered(x, axes) * tx,
-                                     shift_dims(axes, nb(tx, x)), keepdim)
-            * (2.0 / (_count(d.shape, axes) - corr)))
-    record("VarBackward0", (x,), (out,), _var_backward, save=(x,), names=("self",),
-           attrs=(d.shape, axes, keepdim, corr))
-    return out
+    return var.op.emit(out, (x,), (d.shape, axes, keepdim, corr), (x,))
 
 
 def _over_std(t, out):
@@ -309,6 +326,14 @@ def _std_backward(node, g):
     return (ge * centered / (n - corr),)
 
 
+def _std_jvp(b, out, inputs, attrs, tx):
+    shape, axes, keepdim, corr = attrs
+    return _over_std(sum(_centered(inputs[0], axes) * tx, b.dims(axes), keepdim), out) / (
+        _count(shape, axes) - corr)
+
+
+@op("StdBackward0", backward=_std_backward, jvp=_std_jvp, saves=("self", "result"), method=True,
+    export=True, samples=(Sample(Arg(3, 4)), Sample(Arg(3, 4), 1, keepdim=True)))
 def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(dim, bool):
         dim, unbiased = None, dim
@@ -317,13 +342,7 @@ def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     d = x._data
     axes = _axes(dim, d.ndim)
     out = Tensor(_moment(d, axes, corr, keepdim, "std"))
-    if FW[0] is not None:
-        jvp(out, (x,), lambda tx: _over_std(sum(_centered(x, axes) * tx,
-                                                shift_dims(axes, nb(tx, x)), keepdim), out)
-            / (_count(d.shape, axes) - corr))
-    record("StdBackward0", (x,), (out,), _std_backward, save=(x, out), names=("self", "result"),
-           attrs=(d.shape, axes, keepdim, corr))
-    return out
+    return std.op.emit(out, (x,), (d.shape, axes, keepdim, corr), (x, out))
 
 
 def _logsumexp_backward(node, g):
@@ -332,6 +351,14 @@ def _logsumexp_backward(node, g):
     return (_unreduce(g, shape, axes, keepdim) * E.exp(x - _unreduce(out, shape, axes, keepdim)),)
 
 
+def _logsumexp_jvp(b, out, inputs, attrs, tx):
+    shape, axes, keepdim = attrs
+    return sum(tx * E.exp(inputs[0] - _unreduce(out, shape, axes, keepdim)), b.dims(axes), keepdim)
+
+
+@op("LogsumexpBackward0", backward=_logsumexp_backward, jvp=_logsumexp_jvp,
+    saves=("self", "result"), method=True, export=True,
+    samples=(Sample(Arg(3, 4), 1), Sample(Arg(3, 4), (0, 1))))
 def logsumexp(x, dim, keepdim=False):
     _need_float(x, "logsumexp")
     d = x._data
@@ -342,12 +369,7 @@ def logsumexp(x, dim, keepdim=False):
     if not keepdim:
         r = r.reshape([s for i, s in enumerate(d.shape) if i not in axes])
     out = Tensor(asarray(r, dtype=d.dtype))
-    if FW[0] is not None:
-        jvp(out, (x,), lambda tx: sum(tx * E.exp(x - _unreduce(out, d.shape, axes, keepdim)),
-                                         shift_dims(axes, nb(tx, x)), keepdim))
-    record("LogsumexpBackward0", (x,), (out,), _logsumexp_backward, save=(x, out),
-           names=("self", "result"), attrs=(d.shape, axes, keepdim))
-    return out
+    return logsumexp.op.emit(out, (x,), (d.shape, axes, keepdim), (x, out))
 
 
 def _norm_backward(node, g):
@@ -371,6 +393,15 @@ def _norm_backward_core(x, out, shape, axes, keepdim, p):
     return E.where(E.eq(oe, 0), 0.0, x * E.abs(x) ** (p - 2) / safe ** (p - 1))
 
 
+def _norm_jvp(b, out, inputs, attrs, tx):
+    shape, axes, keepdim, p = attrs
+    return sum(tx * _norm_backward_core(inputs[0], out, shape, axes, keepdim, p), b.dims(axes),
+               keepdim)
+
+
+@op("NormBackward1", backward=_norm_backward, jvp=_norm_jvp, saves=("self", "result"),
+    method=True, export=True, samples=(Sample(Arg(3, 4)), Sample(Arg(3, 4), 1, 1),
+                                       Sample(Arg(3, 4), 3, 0), Sample(Arg(3, 4), float("inf"), 1)))
 def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
     if dtype is not None:
         x = x.to(dtype)
@@ -391,19 +422,16 @@ def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
     else:
         r = (a ** p).sum(axis=axes, keepdims=keepdim) ** (1.0 / p)
     out = Tensor(asarray(r, dtype=d.dtype))
-    if FW[0] is not None:
-        jvp(out, (x,), lambda tx: sum(tx * _norm_backward_core(x, out, d.shape, axes, keepdim, p),
-                                         shift_dims(axes, nb(tx, x)), keepdim))
-    record("NormBackward1", (x,), (out,), _norm_backward, save=(x, out), names=("self", "result"),
-           attrs=(d.shape, axes, keepdim, float(p)))
-    return out
+    return norm.op.emit(out, (x,), (d.shape, axes, keepdim, float(p)), (x, out))
 
 
 def _cumsum_backward(node, g):
-    dim = node._attrs
+    (dim,) = node._attrs
     return (flip(cumsum(flip(g, dim), dim), dim),)
 
 
+@op("CumsumBackward0", backward=_cumsum_backward, linear=lambda b, dim: (b.dim(dim),),
+    method=True, export=True, inplace=True, samples=(Sample(Arg(3, 4), 1), Sample(Arg(5), 0)))
 def cumsum(x, dim, dtype=None):
     if dtype is not None:
         x = x.to(dtype)
@@ -411,27 +439,4 @@ def cumsum(x, dim, dtype=None):
     ax = wrap_dim(dim, d.ndim)
     out_dt = np.dtype(np.int64) if d.dtype.kind in "biu" else d.dtype
     out = Tensor(np.cumsum(d, axis=ax, dtype=out_dt) if d.ndim else d.astype(out_dt).copy())
-    if FW[0] is not None:
-        jvp(out, (x,), lambda tx: cumsum(tx, ax + nb(tx, x)))
-    record("CumsumBackward0", (x,), (out,), _cumsum_backward, attrs=ax)
-    return out
-
-
-# ---- registry samples: every reduction is gradchecked and compared with torch -----------------
-
-register_function("sum", sum, Sample(Arg(3, 4)), Sample(Arg(3, 4), 1), Sample(Arg(2, 3, 4), (0, 2), True))
-register_function("mean", mean, Sample(Arg(3, 4)), Sample(Arg(3, 4), -1, keepdim=True))
-register_function("prod", prod, Sample(Arg(3, 4, low=0.5, high=1.5)),
-                  Sample(Arg(3, 4, low=0.5, high=1.5), 1))
-register_function("amax", amax, Sample(Arg(3, 4)), Sample(Arg(3, 4), 1, True))
-register_function("amin", amin, Sample(Arg(3, 4)), Sample(Arg(3, 4), 0))
-register_function("max", lambda x, *a, **k: max(x, *a, **k) if not a and not k else max(x, *a, **k)[0],
-                  Sample(Arg(3, 4)), Sample(Arg(3, 4), 1), Sample(Arg(3, 4), 0, keepdim=True))
-register_function("min", lambda x, *a, **k: min(x, *a, **k) if not a and not k else min(x, *a, **k)[0],
-                  Sample(Arg(3, 4)), Sample(Arg(3, 4), 1))
-register_function("var", var, Sample(Arg(3, 4)), Sample(Arg(3, 4), 1), Sample(Arg(3, 4), 0, correction=0))
-register_function("std", std, Sample(Arg(3, 4)), Sample(Arg(3, 4), 1, keepdim=True))
-register_function("logsumexp", logsumexp, Sample(Arg(3, 4), 1), Sample(Arg(3, 4), (0, 1)))
-register_function("norm", norm, Sample(Arg(3, 4)), Sample(Arg(3, 4), 1, 1),
-                  Sample(Arg(3, 4), 3, 0), Sample(Arg(3, 4), float("inf"), 1))
-register_function("cumsum", cumsum, Sample(Arg(3, 4), 1), Sample(Arg(5), 0))
+    return cumsum.op.emit(out, (x,), (ax,))

@@ -2,13 +2,17 @@
 the benchmarks check it on.
 
 `REGISTRY` holds the elementwise ops (formula-table entries, see
-ops/pointwise.py for how they run); `FUNCTIONS` every other differentiable
-op with its test samples (each records itself through ops/record.py).
+ops/pointwise.py for how they run); `OPS` every other op, each declared with
+`op` (ops/record.py records it); `FUNCTIONS` the differentiable ones with
+their test samples.
 """
 from ..kernels import cache as _cache
 from .pointwise import ElementwiseOp, call
+from ..tensor import Tensor
+from .record import OpDef
 
 REGISTRY = {}  # name -> ElementwiseOp
+OPS = {}  # name -> OpDef: every other op
 FUNCTIONS = {}  # name -> (function, samples): every other differentiable op
 # Set once the package has built its functions and Tensor methods from REGISTRY:
 # the export/method/inplace flags of a later registration would have no effect.
@@ -40,14 +44,64 @@ class Sample:
         return f"Sample{self.args}{self.kwargs or ''}"
 
 
-def register_function(name, fn, *samples):
-    """Register a non-elementwise differentiable op with the samples that the
-    test suite checks it on (gradcheck in float64, parity with torch)."""
-    if name in FUNCTIONS:
-        raise ValueError(f"a function named {name!r} is already registered")
-    if not samples:
-        raise ValueError(f"register_function({name!r}) needs at least one Sample to test it with")
-    FUNCTIONS[name] = (fn, samples)
+def _names(flag, name):
+    return (name,) if flag is True else tuple(flag or ())
+
+
+def op(node=None, *, backward=None, jvp=None, linear=None, saves=(), samples=(), name=None,
+       test=None, method=False, export=False, inplace=False):
+    """Declare a non-elementwise op; decorates its forward, which computes the
+    result and ends with `<fn>.op.emit(out, inputs, attrs, save)`.
+
+    node: the backward node's name (`emit(..., node=)` overrides it per call);
+    backward(node, *grads): one gradient per input (or None), written with
+    Tensor ops so it is differentiable again; it reads `node._attrs` and
+    `node.saved()` (the tensors saved under the names `saves`). Forward mode:
+    `linear(batch, *attrs)` gives the arguments with which the op applied to
+    the tangent is the tangent (JAX's deflinear), or `jvp(batch, out, inputs,
+    attrs, *tangents)` computes it; `batch` (ops/record.py `Batch`) maps dims
+    and shapes past the tangents' batch dims. `samples`: the calls the
+    registry-driven tests check (of `test`, when the op is tested through a
+    wrapper, e.g. one returning a single tensor). `method`, `export`,
+    `inplace`: True or a tuple of names: `Tensor.<name>`, `jitgrad.<name>`,
+    and the in-place `Tensor.<name>_` (the result stored into self); the
+    package reads them when it loads, and an op declared later gets only its
+    methods (at once). An op without `node` only composes others (its history
+    is theirs). docs/custom-ops.md has a worked example.
+    """
+    def declare(fn):
+        key = name or fn.__name__
+        if key in OPS or key in FUNCTIONS:
+            raise ValueError(f"an op named {key!r} is already registered; pick another name")
+        methods, exports = _names(method, key), _names(export, key)
+        if (exports or inplace) and API_BUILT[0]:
+            raise ValueError(f"op {key!r}: export/inplace apply to jitgrad's own ops, read when "
+                             "jitgrad loads; call the decorated function (or its method) instead")
+        if node is not None and backward is None:
+            raise ValueError(f"op {key!r}: a node needs its backward rule")
+        taken = [n for n in methods if API_BUILT[0] and hasattr(Tensor, n)]
+        if taken:
+            raise ValueError(f"op {key!r}: Tensor already has {taken}; pick other method names")
+        d = OpDef(key, fn, node, backward, jvp, linear, saves, samples, methods, exports,
+                  _names(inplace, key))
+        OPS[key] = fn.op = d
+        if API_BUILT[0]:
+            for n in methods:
+                setattr(Tensor, n, fn)
+        if samples:
+            FUNCTIONS[key] = (test or fn, samples)
+        return fn
+    return declare
+
+
+def unregister(name):
+    """Remove an op declared with `op` (e.g. one a test or a doctest made), and
+    the Tensor methods it added."""
+    d = OPS.pop(name, None)
+    FUNCTIONS.pop(name, None)
+    for n in d.methods if d is not None else ():
+        if getattr(Tensor, n, None) is d.function:
+            delattr(Tensor, n)
 
 
 @_cache.on_clear
@@ -114,6 +168,8 @@ def elementwise(name, args=("x",), out=None, floating=True, bool_out=False, bool
 
 
 def exported_functions():
-    """{name: function} of the elementwise ops declared with export=True."""
+    """{name: function} of the ops declared with export=True (or export names)."""
     API_BUILT[0] = True
-    return {name: op.function for name, op in REGISTRY.items() if op.export}
+    out = {name: op.function for name, op in REGISTRY.items() if op.export}
+    out.update((n, d.function) for d in OPS.values() for n in d.exports)
+    return out

@@ -1,15 +1,13 @@
 """Views and reshapes: forward with numpy (a view shares storage and the version
 counter with its base); backward written with jitgrad ops, so everything here
-is differentiable twice. Also the helpers every shape-like op's forward-mode
-rule uses for batched tangents."""
+is differentiable twice."""
 import weakref
 
 import numpy as np
 
 from .. import _state
 from ..tensor import Tensor, wrap_dim
-from .record import FW, jvp, nb, record
-from .registry import Arg, Sample, register_function
+from .registry import Arg, Sample, op
 
 
 def _as_shape(args):
@@ -48,50 +46,6 @@ def make_view(x, arr, fn, args):
     return out
 
 
-def or_zeros(tangent, like, lead=()):
-    """A missing tangent of a multi-input op counts as zeros (with the batch dims
-    `lead` of the other tangents)."""
-    return tangent if tangent is not None else Tensor(np.zeros(lead + like._data.shape,
-                                                               like._data.dtype, like=like._data))
-
-
-def shift_dims(dims, k, prefix=False):
-    dims = tuple(d + k for d in dims)
-    return tuple(range(k)) + dims if prefix else dims
-
-
-def align_tangent(t, x, ndim):
-    """Insert ones after the batch dims so t's primal part has `ndim` dims."""
-    k = nb(t, x)
-    pad = ndim - x._data.ndim
-    if pad <= 0:
-        return t
-    shp = t._data.shape
-    return reshape(t, shp[:k] + (1,) * pad + shp[k:])
-
-
-def batched_key(key, k):
-    if not k:
-        return key
-    return (slice(None),) * k + (key if isinstance(key, tuple) else (key,))
-
-
-def batched_sum_to(t, x, shape):
-    k = nb(t, x)
-    if not k:
-        return sum_to_size(t, shape)
-    lead = t._data.shape[:k]
-    pad = x._data.ndim - len(shape)
-    return reshape(sum_to_size(t, lead + (1,) * pad + tuple(shape)), lead + tuple(shape))
-
-
-def batched_index(index, t, x):
-    k = nb(t, x)
-    if not k:
-        return index
-    return Tensor(np.broadcast_to(index._data, t._data.shape[:k] + index._data.shape).copy())
-
-
 def apply_chain(t, chain):
     for fn, args in chain:
         t = fn(t, *args)
@@ -118,9 +72,15 @@ def _infer_shape(shape, numel, src_shape):
 
 
 def _reshape_backward(node, g):
-    return (g.reshape(node._attrs),)
+    return (g.reshape(node._attrs[1]),)
 
 
+def _view_linear(b, shape, _):
+    return (b.shape(shape),)
+
+
+@op("ViewBackward0", backward=_reshape_backward, linear=_view_linear, method=True,
+    samples=(Sample(Arg(2, 6), (4, 3)),))
 def view(x, *shape):
     return _view(x, _infer_shape(_as_shape(shape), x._data.size, x._data.shape), "ViewBackward0")
 
@@ -134,13 +94,11 @@ def _view(x, shape, name):
         raise RuntimeError(
             "view size is not compatible with input tensor's size and stride (at least one "
             "dimension spans across two contiguous subspaces). Use .reshape(...) instead.") from None
-    out = make_view(x, arr, view, (shape,))
-    if FW[0] is not None:
-        jvp(out, (x,), lambda tx: view(tx, tx.shape[:nb(tx, x)] + shape))
-    record(name, (x,), (out,), _reshape_backward, attrs=x._data.shape)
-    return out
+    return view.op.emit(make_view(x, arr, view, (shape,)), (x,), (shape, x._data.shape), node=name)
 
 
+@op("ViewBackward0", backward=_reshape_backward, linear=_view_linear, method=True, export=True,
+    samples=(Sample(Arg(2, 6), (3, 4)), Sample(Arg(2, 6), (-1,))))
 def reshape(x, *shape):
     shape = _infer_shape(_as_shape(shape), x._data.size, x._data.shape)
     if shape == x._data.shape:
@@ -153,12 +111,10 @@ def reshape(x, *shape):
     except AttributeError:
         out = Tensor(x._data.reshape(shape))
         name = "UnsafeViewBackward0"
-    if FW[0] is not None:
-        jvp(out, (x,), lambda tx: reshape(tx, tx.shape[:nb(tx, x)] + shape))
-    record(name, (x,), (out,), _reshape_backward, attrs=x._data.shape)
-    return out
+    return reshape.op.emit(out, (x,), (shape, x._data.shape), node=name)
 
 
+@op(method=True, export=True, samples=(Sample(Arg(2, 3, 4)), Sample(Arg(2, 3, 4), 1)))
 def flatten(x, start_dim=0, end_dim=-1):
     nd = x._data.ndim
     if nd == 0:
@@ -170,6 +126,7 @@ def flatten(x, start_dim=0, end_dim=-1):
     return reshape(x, shp[:s] + (-1 if 0 not in shp else 0,) + shp[e + 1:]) if s != e else x
 
 
+@op(method=True, export=True, samples=(Sample(Arg(2, 1, 3)), Sample(Arg(2, 1, 3), 1)))
 def squeeze(x, dim=None):
     shp = x._data.shape
     if dim is None:
@@ -181,6 +138,7 @@ def squeeze(x, dim=None):
                  "SqueezeBackward0" if dim is None else "SqueezeBackward1")
 
 
+@op(method=True, export=True, samples=(Sample(Arg(2, 3), 1), Sample(Arg(2, 3), -1)))
 def unsqueeze(x, dim):
     nd = x._data.ndim
     d = wrap_dim(dim, nd + 1)
@@ -188,10 +146,14 @@ def unsqueeze(x, dim):
     return _view(x, shp[:d] + (1,) + shp[d:], "UnsqueezeBackward0")
 
 
-def _expand_backward(node, g):
-    return (sum_to_size(g, node._attrs),)
+def _expand_jvp(b, out, inputs, attrs, tx):
+    target, _ = attrs
+    return expand(b.align(tx, inputs[0], len(target)), b.shape(target))
 
 
+@op("ExpandBackward0", backward=lambda node, g: (sum_to_size(g, node._attrs[1]),),
+    jvp=_expand_jvp, method=True, export=True,
+    samples=(Sample(Arg(3, 1), (2, 3, 4)),))
 def expand(x, *sizes):
     sizes = _as_shape(sizes)
     shp = x._data.shape
@@ -214,24 +176,30 @@ def expand(x, *sizes):
     target = tuple(target)
     if target == shp:
         return view(x, shp)
-    out = make_view(x, np.broadcast_to(x._data, target), expand, (target,))
-    if FW[0] is not None:
-        jvp(out, (x,), lambda tx: expand(align_tangent(tx, x, len(target)), tx.shape[:nb(tx, x)] + target))
-    record("ExpandBackward0", (x,), (out,), _expand_backward, attrs=shp)
-    return out
+    return expand.op.emit(make_view(x, np.broadcast_to(x._data, target), expand, (target,)), (x,),
+                          (target, shp))
 
 
+@op(method=True)
 def expand_as(x, other):
     return expand(x, other._data.shape)
 
 
-broadcast_to = expand
+@op(method=True, export=True, samples=(Sample(Arg(1, 4), (3, 4)),))
+def broadcast_to(x, *sizes):
+    return expand(x, *sizes)
 
 
-def _sum_to_backward(node, g):
-    return (expand(g, node._attrs),)
+def _sum_to_jvp(b, out, inputs, attrs, tx):
+    shape, (x,) = attrs[0], inputs
+    if not b.k:
+        return sum_to_size(tx, shape)
+    pad = x._data.ndim - len(shape)
+    return reshape(sum_to_size(tx, b.shape((1,) * pad + tuple(shape))), b.shape(shape))
 
 
+@op("SumBackward1", backward=lambda node, g: (expand(g, node._attrs[1]),), jvp=_sum_to_jvp,
+    method=True, samples=(Sample(Arg(2, 3, 4), (3, 1)),))
 def sum_to_size(x, *shape):
     """Sum `x` down to `shape` (the reverse of broadcasting)."""
     shape = _as_shape(shape)
@@ -241,46 +209,39 @@ def sum_to_size(x, *shape):
                                       if s == 1 and arr.shape[lead + k] != 1)
     if not axes:
         return x
-    out = Tensor(arr.sum(axis=axes).reshape(shape))
-    if FW[0] is not None:
-        jvp(out, (x,), lambda tx: batched_sum_to(tx, x, shape))
-    record("SumBackward1", (x,), (out,), _sum_to_backward, attrs=arr.shape)
-    return out
+    return sum_to_size.op.emit(Tensor(arr.sum(axis=axes).reshape(shape)), (x,), (shape, arr.shape))
 
 
-def _transpose_backward(node, g):
-    return (transpose(g, *node._attrs),)
-
-
+@op("TransposeBackward0", backward=lambda node, g: (transpose(g, *node._attrs),),
+    linear=lambda b, d0, d1: (b.dim(d0), b.dim(d1)), method=("transpose", "swapaxes"),
+    export=True, samples=(Sample(Arg(2, 3, 4), 0, 2),))
 def transpose(x, dim0, dim1):
     nd = x._data.ndim
     a, b = wrap_dim(dim0, nd), wrap_dim(dim1, nd)
-    out = make_view(x, np.swapaxes(x._data, a, b), transpose, (a, b))
-    if FW[0] is not None:
-        jvp(out, (x,), lambda tx: transpose(tx, a + nb(tx, x), b + nb(tx, x)))
-    record("TransposeBackward0", (x,), (out,), _transpose_backward, attrs=(a, b))
-    return out
+    return transpose.op.emit(make_view(x, np.swapaxes(x._data, a, b), transpose, (a, b)), (x,),
+                             (a, b))
 
 
 swapaxes = transpose
 
 
+def _t_jvp(b, out, inputs, attrs, tx):
+    return transpose(tx, -1, -2)
+
+
+@op("TBackward0", backward=lambda node, g: (t(g),), jvp=_t_jvp, method=True, export=True,
+    samples=(Sample(Arg(2, 3)),))
 def t(x):
     if x._data.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x._data.ndim}D")
     if x._data.ndim < 2:
         return view(x, x._data.shape)
-    out = make_view(x, x._data.T, t, ())
-    if FW[0] is not None:
-        jvp(out, (x,), lambda tx: transpose(tx, -1, -2))
-    record("TBackward0", (x,), (out,), lambda node, g: (t(g),))
-    return out
+    return t.op.emit(make_view(x, x._data.T, t, ()), (x,))
 
 
-def _permute_backward(node, g):
-    return (permute(g, tuple(np.argsort(node._attrs))),)
-
-
+@op("PermuteBackward0", backward=lambda node, g: (permute(g, tuple(np.argsort(node._attrs[0]))),),
+    linear=lambda b, dims: (b.perm(dims),), method=True, export=True,
+    samples=(Sample(Arg(2, 3, 4), (2, 0, 1)),))
 def permute(x, *dims):
     dims = _as_shape(dims)
     nd = x._data.ndim
@@ -291,50 +252,28 @@ def permute(x, *dims):
     dims = tuple(wrap_dim(d, nd) for d in dims)
     if len(set(dims)) != nd:
         raise RuntimeError("permute(): duplicate dims are not allowed.")
-    out = make_view(x, np.transpose(x._data, dims), permute, (dims,))
-    if FW[0] is not None:
-        jvp(out, (x,), lambda tx: permute(tx, shift_dims(dims, nb(tx, x), True)))
-    record("PermuteBackward0", (x,), (out,), _permute_backward, attrs=dims)
-    return out
+    return permute.op.emit(make_view(x, np.transpose(x._data, dims), permute, (dims,)), (x,),
+                           (dims,))
 
 
 def T(x):
     return permute(x, tuple(range(x._data.ndim - 1, -1, -1)))
 
 
+@op("FlipBackward0", backward=lambda node, g: (flip(g, node._attrs[0]),),
+    linear=lambda b, dims: (b.dims(dims),), method=True, export=True,
+    samples=(Sample(Arg(2, 3), (0, 1)),))
 def flip(x, dims):
     dims = tuple(wrap_dim(d, x._data.ndim) for d in (dims if isinstance(dims, (tuple, list)) else (dims,)))
-    out = Tensor(np.flip(x._data, dims).copy())
-    if FW[0] is not None:
-        jvp(out, (x,), lambda tx: flip(tx, shift_dims(dims, nb(tx, x))))
-    record("FlipBackward0", (x,), (out,), lambda node, g: (flip(g, node._attrs),), attrs=dims)
-    return out
+    return flip.op.emit(Tensor(np.flip(x._data, dims).copy()), (x,), (dims,))
 
 
+@op("CloneBackward0", backward=lambda node, g: (g,), linear=lambda b: (), method=True, export=True,
+    samples=(Sample(Arg(2, 3)),))
 def clone(x, memory_format=None):
-    out = Tensor(x._data.copy())
-    if FW[0] is not None:
-        jvp(out, (x,), clone)
-    record("CloneBackward0", (x,), (out,), lambda node, g: (g,))
-    return out
+    return clone.op.emit(Tensor(x._data.copy()), (x,), ())
 
 
+@op(method=True)
 def contiguous(x, memory_format=None):
     return x if x._data.flags.c_contiguous else clone(x)
-
-
-# ---- registry samples ------------------------------------------------------------------------
-
-register_function("reshape", reshape, Sample(Arg(2, 6), (3, 4)), Sample(Arg(2, 6), (-1,)))
-register_function("view", view, Sample(Arg(2, 6), (4, 3)))
-register_function("flatten", flatten, Sample(Arg(2, 3, 4)), Sample(Arg(2, 3, 4), 1))
-register_function("squeeze", squeeze, Sample(Arg(2, 1, 3)), Sample(Arg(2, 1, 3), 1))
-register_function("unsqueeze", unsqueeze, Sample(Arg(2, 3), 1), Sample(Arg(2, 3), -1))
-register_function("expand", expand, Sample(Arg(3, 1), (2, 3, 4)))
-register_function("broadcast_to", broadcast_to, Sample(Arg(1, 4), (3, 4)))
-register_function("transpose", transpose, Sample(Arg(2, 3, 4), 0, 2))
-register_function("permute", permute, Sample(Arg(2, 3, 4), (2, 0, 1)))
-register_function("t", t, Sample(Arg(2, 3)))
-register_function("flip", flip, Sample(Arg(2, 3), (0, 1)))
-register_function("clone", clone, Sample(Arg(2, 3)))
-register_function("sum_to_size", sum_to_size, Sample(Arg(2, 3, 4), (3, 1)))

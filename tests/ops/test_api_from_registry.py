@@ -1,10 +1,12 @@
-"""The formula table is the one declaration of an elementwise op: the package's
-functions, Tensor methods, in-place methods and benchmark list come from it."""
+"""The registry is the one declaration of an op (a formula entry, or a decorated
+definition): the package's functions, Tensor methods, in-place methods and
+benchmark list come from it."""
 import numpy as np
 import pytest
 
 import jitgrad
 from jitgrad.ops import REGISTRY
+from jitgrad.ops.registry import OPS, op
 
 
 def _ops(flag):
@@ -47,3 +49,31 @@ def test_flags_after_import_are_refused():
 def test_inplace_method_checks_its_arity():
     with pytest.raises(TypeError, match=r"exp_\(\) takes 0 argument"):
         jitgrad.ones(2).exp_(2)
+
+
+# ---- non-elementwise ops: one decorated definition (registry.OPS) ----------------------------
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_declared_op_methods_and_exports_are_its_function(name):
+    d = OPS[name]
+    for n in d.methods:
+        assert getattr(jitgrad.Tensor, n) is d.function, n
+    for n in d.exports:
+        assert getattr(jitgrad, n) is d.function and n in jitgrad.__all__, n
+
+
+def test_declared_inplace_method_stores_the_result_and_its_gradient():
+    x = jitgrad.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], requires_grad=True)
+    y = x * 2
+    assert y.cumsum_(1) is y
+    assert y.grad_fn.name() == "CumsumBackward0" and y._version == 1
+    np.testing.assert_array_equal(y.detach().numpy(), (x * 2).cumsum(1).detach().numpy())
+    (y * jitgrad.tensor([1.0, 2.0, 3.0])).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[12.0, 10.0, 6.0]] * 2)
+
+
+def test_declared_op_refuses_a_taken_method_name():
+    with pytest.raises(ValueError, match="Tensor already has"):
+        op(method=("sum",))(lambda x: x)
+    assert "<lambda>" not in OPS
