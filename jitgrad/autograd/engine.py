@@ -354,8 +354,9 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                     continue
                 if g is not None:
                     m = in_meta[i]
-                    if m is not None and (g._data.shape != m[0] or g._data.dtype != m[1]
-                                          or type(g._data) is not m[2]):
+                    d = g._data
+                    if m is not None and (d.shape != m[0] or type(d) is not m[2] or (
+                            d.dtype is not m[1] and d.dtype != m[1])):
                         g = _fit(node, i, g, m)
                     buf = buffers.get(nxt)
                     if buf is None:

@@ -525,7 +525,7 @@ def _record_elementwise(op, operands, out, kdt):
     cls, saves, need_out = op._recording.get((mask, tensors)) or op.recording(mask, tensors)
     for i in saves:
         saved[i] = SavedTensor(operands[i])
-    node = cls(tuple(edges), metas)
+    node = cls(tuple(edges), tuple(metas))  # a tuple: the collector untracks it (no objects)
     node._op = op
     node._kdt = kdt
     node._mask = mask
