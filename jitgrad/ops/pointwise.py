@@ -525,11 +525,13 @@ def _record_elementwise(op, operands, out, kdt):
     cls, saves, need_out = op._recording.get((mask, tensors)) or op.recording(mask, tensors)
     for i in saves:
         saved[i] = SavedTensor(operands[i])
-    node = cls(tuple(edges), tuple(metas))  # a tuple: the collector untracks it (no objects)
+    # Tuples: the garbage collector stops tracking one that holds no objects (the
+    # metadata; `saved` of an op that saves nothing), and a graph stays in memory.
+    node = cls(tuple(edges), tuple(metas))
     node._op = op
     node._kdt = kdt
     node._mask = mask
-    node._saved = saved
+    node._saved = tuple(saved)
     r = out._data
     node._shape = r.shape if r.dtype == kdt and _fusable_size(r) else None
     out.grad_fn = node
