@@ -18,6 +18,7 @@ from .._node import (AccumulateGrad, GradientEdge, GraphTask, count_dependencies
 from .anomaly_mode import run_checked
 from .fusion import FusedGroup, plan
 from ..dtypes import from_np
+from ..kernels import quiet
 from ..ops.convert import to_device
 from ..ops.views import sum_to_size
 from ..tensor import Size, Tensor, device_for, on_device
@@ -187,7 +188,7 @@ def _tensor_path():
 def _add(a, b):
     if _tensor_path():
         return a + b
-    return Tensor(a._data + b._data)
+    return Tensor(quiet(np.add, a._data, b._data))  # inf + -inf is nan, quietly (as torch)
 
 
 def _call_tensor_hooks(hooks, g):
