@@ -318,6 +318,7 @@ def call(op, *operands, out_arr=None):
         # The small-op path: host arrays below the loop-kernel size, of one float32 or
         # float64 dtype (Python numbers allowed), forward AD off. Straight to the ufunc.
         kdt = None
+        rg = False
         for v in operands:
             if type(v) is Tensor:
                 d = v._data
@@ -325,11 +326,12 @@ def call(op, *operands, out_arr=None):
                         kdt is not None and d.dtype != kdt):
                     break
                 kdt = d.dtype
+                rg = rg or v._rg
             elif type(v) is not float and type(v) is not int:
                 break
         else:
             if kdt in _SMALL_DTYPES:
-                return _small_call(op, kdt, operands)
+                return _small_call(op, kdt, operands, rg)
     kdt = _fast_dtype(op, operands)
     res_dt = kdt
     rg = False
@@ -374,7 +376,7 @@ def call(op, *operands, out_arr=None):
     return out
 
 
-def _small_call(op, kdt, operands):
+def _small_call(op, kdt, operands, rg):
     arrays = [v._data if type(v) is Tensor else kdt.type(v) for v in operands]
     kernel = op._fwd.get(kdt) or op.forward_kernel(kdt)
     token = ERRSTATE.set(QUIET)
@@ -388,11 +390,8 @@ def _small_call(op, kdt, operands):
     finally:
         ERRSTATE.reset(token)
     out = Tensor(r if type(r) is np.ndarray else np.asarray(r))  # 0-d: a numpy scalar
-    if op.differentiable and _state.local.grad_enabled:
-        for v in operands:
-            if type(v) is Tensor and v._rg:
-                _record_elementwise(op, operands, out, kdt)
-                break
+    if rg and op.differentiable and _state.local.grad_enabled:
+        _record_elementwise(op, operands, out, kdt)
     return out
 
 
