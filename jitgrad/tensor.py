@@ -121,7 +121,7 @@ class Tensor:
     __array_priority__ = 1000
 
     def __init__(self, data, requires_grad=False):
-        if not backend.is_array(data):
+        if type(data) is not np.ndarray and not backend.is_array(data):
             # numpy scalars (e.g. a full reduction) keep their dtype; Python data
             # takes the default float dtype, as torch.Tensor(data) does.
             data = np.asarray(data) if isinstance(data, np.generic) else \
@@ -131,11 +131,11 @@ class Tensor:
         self.grad_fn = None
         self.output_nr = 0
         self._vc = [0]  # shared with views: one counter per storage
-        self._base = self._view_chain = self._grad_value = self._views = None
-        self._hooks = self._post_hooks = self._accum = self._fw = None
+        # _creation_meta: how a view was made, when autograd cannot rebase it
+        self._base = self._view_chain = self._grad_value = self._views = self._hooks = \
+            self._post_hooks = self._accum = self._fw = self._creation_meta = None
         self._retains_grad = False
         self._inference = _state.local.inference
-        self._creation_meta = None  # how a view was made, when autograd cannot rebase it
 
     # ---- attributes ---------------------------------------------------------
     @property

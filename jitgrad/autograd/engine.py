@@ -18,6 +18,7 @@ from .._node import (AccumulateGrad, GradientEdge, GraphTask, count_dependencies
 from .anomaly_mode import run_checked
 from .fusion import FusedGroup, plan
 from ..dtypes import from_np
+from ..kernels import quiet
 from ..ops.convert import to_device
 from ..ops.views import sum_to_size
 from ..tensor import Size, Tensor, device_for, on_device
@@ -187,7 +188,7 @@ def _tensor_path():
 def _add(a, b):
     if _tensor_path():
         return a + b
-    return Tensor(a._data + b._data)
+    return Tensor(quiet(np.add, a._data, b._data))  # inf + -inf is nan, quietly (as torch)
 
 
 def _call_tensor_hooks(hooks, g):
@@ -354,8 +355,9 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                     continue
                 if g is not None:
                     m = in_meta[i]
-                    if m is not None and (g._data.shape != m[0] or g._data.dtype != m[1]
-                                          or type(g._data) is not m[2]):
+                    d = g._data
+                    if m is not None and (d.shape != m[0] or type(d) is not m[2] or (
+                            d.dtype is not m[1] and d.dtype != m[1])):
                         g = _fit(node, i, g, m)
                     buf = buffers.get(nxt)
                     if buf is None:

@@ -13,23 +13,31 @@ threads.pool_size_from_env()
 
 # torch computes inf/nan quietly; numpy warns after a ufunc loop that raised a
 # floating-point flag. Kernel calls run under an "ignore" error state, set
-# through numpy's context variable (0.2 us) rather than np.errstate (1 us).
+# through numpy's context variable (0.2 us) rather than np.errstate (1 us):
+# `token = ERRSTATE.set(QUIET)`, the kernel calls, `ERRSTATE.reset(token)`.
 try:
-    from numpy._core._ufunc_config import _extobj_contextvar as _ERRSTATE
+    from numpy._core._ufunc_config import _extobj_contextvar as ERRSTATE
     from numpy._core._ufunc_config import _make_extobj
-    _QUIET = _make_extobj(all="ignore")
+    QUIET = _make_extobj(all="ignore")
 except (ImportError, AttributeError, TypeError):  # another numpy layout
-    _ERRSTATE = None
+    class _Seterr:
+        """The same set/reset through np.seterr."""
+
+        def set(self, quiet):
+            import numpy as np
+            return np.seterr(**quiet)
+
+        def reset(self, token):
+            import numpy as np
+            np.seterr(**token)
+
+    ERRSTATE, QUIET = _Seterr(), {"all": "ignore"}
 
 
 def quiet(fn, *args, **kwargs):
     """fn(*args, **kwargs) with numpy's floating-point warnings off."""
-    if _ERRSTATE is None:
-        import numpy as np
-        with np.errstate(all="ignore"):
-            return fn(*args, **kwargs)
-    token = _ERRSTATE.set(_QUIET)
+    token = ERRSTATE.set(QUIET)
     try:
         return fn(*args, **kwargs)
     finally:
-        _ERRSTATE.reset(token)
+        ERRSTATE.reset(token)

@@ -18,7 +18,7 @@ from .._node import Node, SavedTensor, edge_of
 from ..kernels import cpu as _cpu
 from ..kernels import fuse as _fuse
 from ..kernels import pool as _pool
-from ..kernels import quiet
+from ..kernels import ERRSTATE, QUIET, quiet
 from ..kernels.expr import constant_value, is_constant, parse
 from ..tensor import Tensor, asarray
 from .record import FW, NODE_CLASSES, node_class, saved_attribute
@@ -60,10 +60,12 @@ class ElementwiseOp:
         self.const_partials = tuple(constant_value(p[0]) if p is not None and is_constant(p[0])
                                     else None for p in self.partials)
         self.n_args = len(self.args)
+        self.plain = not (self.bool_args or bool_out)  # may take call's small-op path
         self._fwd = {}
         self._bwd = {}
         self._needs = {}
         self._save_order = {}
+        self._recording = {}
         self._tensor_fns = [None] * len(args)
 
     def __repr__(self):
@@ -94,6 +96,19 @@ class ElementwiseOp:
                     order += [self.args.index(n.id) for n in names if n.id in self.args]
             order += range(self.n_args)
             got = self._save_order[mask] = tuple(dict.fromkeys(order))
+        return got
+
+    def recording(self, mask, tensors):
+        """(node class, operands to save in torch's order, whether to save out) for
+        the inputs in `mask` requiring grad, operands in `tensors` being Tensors."""
+        need_args, need_out = self.needs(mask)
+        name = self.default_node
+        if self.node_names:
+            name = self.node_names.get(tuple(bool(tensors >> i & 1) for i in range(self.n_args)),
+                                       name)
+        saves = tuple(i for i in self.save_order(mask) if need_args[i] and tensors >> i & 1)
+        got = self._recording[mask, tensors] = (
+            NODE_CLASSES.get(name) or node_class(name, ElementwiseNode), saves, need_out)
         return got
 
     def arg_dtypes(self, kdt):
@@ -175,28 +190,39 @@ class ElementwiseNode(Node):
             garr = garr.astype(kdt)
         res = []
         mask = self._mask
-        for i, c in enumerate(op.const_partials):
-            if not mask >> i & 1:
-                res.append(None)
-                continue
-            if c is not None:
-                r = (garr if c == 1 else -garr if c == -1 else np.zeros_like(garr) if c == 0
-                     else garr * kdt.type(c))
-            else:
-                fn, idx, uses_out = op._bwd.get((i, kdt)) or backend.elementwise_kernel(
-                    op, ("backward", i), kdt, (garr,))
-                saved = self._saved
-                args = [garr]
-                for j in idx:
-                    v = saved[j]
-                    args.append(v.data(self) if type(v) is SavedTensor else v)
-                if uses_out:
-                    args.append(self._out.data(self))
-                r = quiet(fn, *args)
-                if not backend.is_array(r):  # a numpy scalar
-                    r = asarray(r)
-            res.append(Tensor(r))
+        saved = self._saved
+        token = ERRSTATE.set(QUIET)
+        try:
+            for i, c in enumerate(op.const_partials):
+                if not mask >> i & 1:
+                    res.append(None)
+                    continue
+                if c is not None:
+                    r = (garr if c == 1 else -garr if c == -1 else np.zeros_like(garr) if c == 0
+                         else garr * kdt.type(c))
+                else:
+                    fn, idx, uses_out = op._bwd.get((i, kdt)) or backend.elementwise_kernel(
+                        op, ("backward", i), kdt, (garr,))
+                    args = [garr]
+                    for j in idx:
+                        v = saved[j]
+                        args.append(v.data(self) if type(v) is SavedTensor else v)
+                    if uses_out:
+                        args.append(self._out.data(self))
+                    r = fn(*args)
+                    if type(r) is not np.ndarray and not backend.is_array(r):  # a numpy scalar
+                        r = np.asarray(r)
+                res.append(Tensor(r))
+        finally:
+            ERRSTATE.reset(token)
         return res
+
+    def _release(self):
+        for s in self._saved:
+            if type(s) is SavedTensor:
+                s.release()
+        if self._out is not None:
+            self._out.release()
 
     def _apply_graph(self, g):
         op = self._op
@@ -283,8 +309,30 @@ def _fast_dtype(op, operands):
     return dt
 
 
+_LOOP_MIN = _fuse.LOOP_MIN_ELEMENTS
+_SMALL_DTYPES = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
+
+
 def call(op, *operands, out_arr=None):
     """Run elementwise `op` on Tensors/Python scalars; record its node if needed."""
+    if out_arr is None and FW[0] is None and op.plain:
+        # The small-op path: host arrays below the loop-kernel size, of one float32 or
+        # float64 dtype (Python numbers allowed), forward AD off. Straight to the ufunc.
+        kdt = None
+        rg = False
+        for v in operands:
+            if type(v) is Tensor:
+                d = v._data
+                if type(d) is not np.ndarray or d.size >= _LOOP_MIN or (
+                        kdt is not None and d.dtype != kdt):
+                    break
+                kdt = d.dtype
+                rg = rg or v._rg
+            elif type(v) is not float and type(v) is not int:
+                break
+        else:
+            if kdt in _SMALL_DTYPES:
+                return _small_call(op, kdt, operands, rg)
     kdt = _fast_dtype(op, operands)
     res_dt = kdt
     rg = False
@@ -324,6 +372,25 @@ def call(op, *operands, out_arr=None):
     out = Tensor(r)
     if FW[0] is not None and op.differentiable:
         _elementwise_jvp(op, operands, arrays, out, kdt)
+    if rg and op.differentiable and _state.local.grad_enabled:
+        _record_elementwise(op, operands, out, kdt)
+    return out
+
+
+def _small_call(op, kdt, operands, rg):
+    arrays = [v._data if type(v) is Tensor else kdt.type(v) for v in operands]
+    kernel = op._fwd.get(kdt) or op.forward_kernel(kdt)
+    token = ERRSTATE.set(QUIET)
+    try:
+        r = kernel(*arrays)
+    except ValueError:
+        err = _broadcast_error(op, operands)
+        if err is None:
+            raise
+        raise err from None
+    finally:
+        ERRSTATE.reset(token)
+    out = Tensor(r if type(r) is np.ndarray else np.asarray(r))  # 0-d: a numpy scalar
     if rg and op.differentiable and _state.local.grad_enabled:
         _record_elementwise(op, operands, out, kdt)
     return out
@@ -432,56 +499,40 @@ def _fusable_size(r):
     return r.size >= _fuse.FUSE_MIN_ELEMENTS or not backend.is_host(r)
 
 
-def _record_unary(op, v, out, kdt):
-    """The common one-operand case of _record_elementwise, without loops."""
-    need_args, need_out = op._needs.get(1) or op.needs(1)
-    d = v._data
-    name = op.node_names.get((True,), op.default_node) if op.node_names else op.default_node
-    _attach_node(op, name, (edge_of(v),), ((d.shape, d.dtype, type(d)),),
-                 (SavedTensor(v) if need_args[0] else None,), 1, kdt, out, need_out)
-
-
 def _record_elementwise(op, operands, out, kdt):
-    if op.n_args == 1:
-        return _record_unary(op, operands[0], out, kdt)
+    """Make `out`'s ElementwiseNode, if an operand that requires grad has a partial."""
     partials = op.partials
-    mask = 0
-    i = 0
-    for v in operands:
-        if isinstance(v, Tensor) and v._rg and partials[i] is not None:
-            mask |= 1 << i
-        i += 1
-    if not mask:
-        return
-    need_args, need_out = op._needs.get(mask) or op.needs(mask)
+    mask = tensors = 0
+    bit = 1
     edges, metas, saved = [], [], []
-    i = 0
     for v in operands:
         if isinstance(v, Tensor):
+            tensors |= bit
             edges.append(edge_of(v))
-            metas.append((v._data.shape, v._data.dtype, type(v._data)) if mask >> i & 1 else None)
+            d = v._data
+            if v._rg and partials[bit.bit_length() - 1] is not None:
+                mask |= bit
+                metas.append((d.shape, d.dtype, type(d)))
+            else:
+                metas.append(None)
             saved.append(None)
         else:
             edges.append((None, 0))
             metas.append(None)
             saved.append(v)
-        i += 1
-    for i in op._save_order.get(mask) or op.save_order(mask):
-        if need_args[i] and isinstance(operands[i], Tensor):
-            saved[i] = SavedTensor(operands[i])
-    name = op.default_node
-    if op.node_names:
-        name = op.node_names.get(tuple(isinstance(v, Tensor) for v in operands), name)
-    _attach_node(op, name, tuple(edges), metas, saved, mask, kdt, out, need_out)
-
-
-def _attach_node(op, name, edges, metas, saved, mask, kdt, out, need_out):
-    """Make `out`'s ElementwiseNode (shared by the one-operand fast path and the general one)."""
-    node = (NODE_CLASSES.get(name) or node_class(name, ElementwiseNode))(edges, metas)
+        bit <<= 1
+    if not mask:
+        return
+    cls, saves, need_out = op._recording.get((mask, tensors)) or op.recording(mask, tensors)
+    for i in saves:
+        saved[i] = SavedTensor(operands[i])
+    # Tuples: the garbage collector stops tracking one that holds no objects (the
+    # metadata; `saved` of an op that saves nothing), and a graph stays in memory.
+    node = cls(tuple(edges), tuple(metas))
     node._op = op
     node._kdt = kdt
     node._mask = mask
-    node._saved = saved
+    node._saved = tuple(saved)
     r = out._data
     node._shape = r.shape if r.dtype == kdt and _fusable_size(r) else None
     out.grad_fn = node

@@ -1,0 +1,104 @@
+"""The elementwise ops' small-op path (host operands of one float32/float64 dtype
+under the loop-kernel size): same values, gradients, nodes and errors as the
+general path, numpy's error state untouched, no floating-point warnings."""
+import warnings
+
+import numpy as np
+import pytest
+
+import jitgrad
+from jitgrad.kernels import fuse
+from jitgrad.ops import pointwise
+
+from helpers import torch
+
+BIG = fuse.LOOP_MIN_ELEMENTS  # from here on the general path (loop kernels) runs
+
+
+def _through_general_path(monkeypatch):
+    """Run every op as the general path does: no op may take the small-op path."""
+    for op in jitgrad.ops.registry.REGISTRY.values():
+        monkeypatch.setattr(op, "plain", False)
+
+
+def _step(dtype, n):
+    x = jitgrad.tensor(np.linspace(-2, 2, n).astype(dtype), requires_grad=True)
+    y = jitgrad.tensor(np.linspace(1, 3, n).astype(dtype), requires_grad=True)
+    z = (jitgrad.tanh(jitgrad.sin(x) * jitgrad.exp(-x * y) + 0.5 * x) / (2 - y)).sum()
+    z.backward()
+    return z.detach().numpy(), x.grad.numpy(), y.grad.numpy(), z.grad_fn
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("n", [1, 16])
+def test_small_path_equals_general_path(dtype, n, monkeypatch):
+    small = _step(dtype, n)
+    _through_general_path(monkeypatch)
+    general = _step(dtype, n)
+    for a, b in zip(small[:3], general[:3]):
+        assert a.dtype == b.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(a, b)
+    # the same graph: node names, edges and saved operands
+    assert small[3].name() == general[3].name()
+    sa, ga = small[3].next_functions[0][0], general[3].next_functions[0][0]
+    assert type(sa) is type(ga) and len(sa.next_functions) == len(ga.next_functions)
+
+
+def test_zero_dim_result_is_an_array():
+    x = jitgrad.tensor(0.5, requires_grad=True)
+    y = jitgrad.sin(x) * x
+    assert type(y._data) is np.ndarray and y.shape == ()
+    y.backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.sin(0.5) + 0.5 * np.cos(0.5), rtol=1e-6)
+
+
+def test_small_path_taken_only_for_small_float_operands(monkeypatch):
+    calls = []
+    real = pointwise._small_call
+    monkeypatch.setattr(pointwise, "_small_call", lambda op, kdt, *a: calls.append(kdt) or real(op, kdt, *a))
+    f32 = jitgrad.ones(4)
+    f32 * f32
+    f32 * 2
+    jitgrad.ones(4, dtype=jitgrad.float64) + 1.5
+    assert calls == [np.dtype(np.float32)] * 2 + [np.dtype(np.float64)]
+    f32 * jitgrad.ones(4, dtype=jitgrad.float64)  # mixed dtypes: promotion
+    jitgrad.ones(4, dtype=jitgrad.float16) * 2    # float16 computes in float32
+    jitgrad.ones(4, dtype=jitgrad.int64) * 2      # integers
+    f32 * True                                    # a bool operand
+    f32 < f32                                     # a boolean result
+    jitgrad.ones(BIG) * 2                         # the loop kernels' size
+    assert len(calls) == 3
+
+
+@pytest.mark.parametrize("n", [16, BIG])
+def test_no_warning_and_error_state_kept(n):
+    x = jitgrad.tensor(np.array([0.0, -1.0, 1e30] * (n // 3 + 1), np.float32)[:n],
+                       requires_grad=True)
+    before = np.geterr()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = jitgrad.log(x) * jitgrad.exp(x) / x
+        y.backward(jitgrad.ones_like(y))
+    assert np.geterr() == before
+    assert np.isnan(x.grad.numpy()).any()
+
+
+def test_broadcast_error_keeps_error_state():
+    before = np.geterr()
+    with pytest.raises(RuntimeError, match=r"The size of tensor a \(3\) must match the size of "
+                                           r"tensor b \(4\) at non-singleton dimension 0"):
+        jitgrad.ones(3) * jitgrad.ones(4)
+    assert np.geterr() == before
+
+
+@pytest.mark.skipif(torch is None, reason="needs torch")
+def test_saved_operands_as_torch():
+    x = jitgrad.tensor([1.0, 2.0], requires_grad=True)
+    y = jitgrad.tensor([3.0, 4.0], requires_grad=True)
+    z = x * y
+    np.testing.assert_array_equal(z.grad_fn._saved_self.detach().numpy(), [1.0, 2.0])
+    np.testing.assert_array_equal(z.grad_fn._saved_other.detach().numpy(), [3.0, 4.0])
+    w = x * 2.5
+    assert w.grad_fn._saved_other == 2.5
+    tx = torch.tensor([1.0, 2.0], requires_grad=True)
+    assert len((tx * 2.5).grad_fn.next_functions) == len(w.grad_fn.next_functions)
