@@ -12,6 +12,10 @@ from . import cpu, cuda
 
 _BY_NAME = {"cpu": cpu, "cuda": cuda}
 
+# The host backend's array type, for the few hot paths (the small-op path) where a
+# call to is_host() per operand would cost more than the op's kernel.
+HOST_ARRAY = np.ndarray
+
 
 def is_host(arr):
     """Whether `arr` lives in host memory (a numpy array)."""

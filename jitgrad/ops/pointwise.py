@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import _state, backend
 from .. import dtypes as _dt
+from ..backend import HOST_ARRAY
 from .._dual import set_tangent
 from .._node import Node, SavedTensor, edge_of
 from ..kernels import cpu as _cpu
@@ -210,7 +211,7 @@ class ElementwiseNode(Node):
                     if uses_out:
                         args.append(self._out.data(self))
                     r = fn(*args)
-                    if type(r) is not np.ndarray and not backend.is_array(r):  # a numpy scalar
+                    if type(r) is not HOST_ARRAY and not backend.is_array(r):  # a numpy scalar
                         r = np.asarray(r)
                 res.append(Tensor(r))
         finally:
@@ -323,7 +324,7 @@ def call(op, *operands, out_arr=None):
         for v in operands:
             if type(v) is Tensor:
                 d = v._data
-                if type(d) is not np.ndarray or d.size >= _LOOP_MIN or (
+                if type(d) is not HOST_ARRAY or d.size >= _LOOP_MIN or (
                         kdt is not None and d.dtype != kdt):
                     break
                 kdt = d.dtype
@@ -390,7 +391,7 @@ def _small_call(op, kdt, operands, rg):
         raise err from None
     finally:
         ERRSTATE.reset(token)
-    out = Tensor(r if type(r) is np.ndarray else np.asarray(r))  # 0-d: a numpy scalar
+    out = Tensor(r if type(r) is HOST_ARRAY else np.asarray(r))  # 0-d: a numpy scalar
     if rg and op.differentiable and _state.local.grad_enabled:
         _record_elementwise(op, operands, out, kdt)
     return out
