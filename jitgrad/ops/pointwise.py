@@ -21,6 +21,7 @@ from ..kernels import fuse as _fuse
 from ..kernels import pool as _pool
 from ..kernels import ERRSTATE, QUIET, quiet
 from ..kernels.expr import constant_value, is_constant, parse
+from ..kernels.roles import role_formula
 from ..tensor import Tensor, asarray
 from .record import FW, NODE_CLASSES, node_class, saved_attribute
 
@@ -112,15 +113,10 @@ class ElementwiseOp:
             NODE_CLASSES.get(name) or node_class(name, ElementwiseNode), saves, need_out)
         return got
 
-    def arg_dtypes(self, kdt):
-        return [np.dtype(np.bool_) if a in self.bool_args else kdt for a in self.args]
-
     def forward_kernel(self, kdt):
         k = self._fwd.get(kdt)
         if k is None:
-            out_dt = np.dtype(np.bool_) if self.bool_out else kdt
-            k = self._fwd[kdt] = _cpu.ufunc(f"{self.name}_fwd", self.args, self.out_body,
-                                            self.arg_dtypes(kdt), kdt, out_dt)
+            k = self._fwd[kdt] = self._formula_ufunc("fwd", ("forward",), kdt)
         return k
 
     def loop_kernel(self, kdt, kinds, parallel):
@@ -129,9 +125,9 @@ class ElementwiseOp:
         key = (kdt, kinds, parallel)
         k = self._fwd.get(key)
         if k is None:
-            out_dt = np.dtype(np.bool_) if self.bool_out else kdt
-            k = self._fwd[key] = _cpu.loop(f"{self.name}_fwd", self.args, kinds, self.out_body,
-                                           self.arg_dtypes(kdt), kdt, out_dt, parallel)
+            names, body, _, dts, out_dt, _ = role_formula(self, ("forward",), kdt)
+            k = self._fwd[key] = _cpu.loop(f"{self.name}_fwd", names, kinds, body, dts, kdt,
+                                           out_dt, parallel)
         return k
 
     def backward_kernel(self, i, kdt):
@@ -139,12 +135,8 @@ class ElementwiseOp:
         key = (i, kdt)
         k = self._bwd.get(key)
         if k is None:
-            body, used = self.partials[i]
-            idx = tuple(j for j, a in enumerate(self.args) if a in used)
-            uses_out = "out" in used
-            names = ["g"] + [self.args[j] for j in idx] + (["out"] if uses_out else [])
-            dts = [kdt] + [self.arg_dtypes(kdt)[j] for j in idx] + ([kdt] if uses_out else [])
-            fn = _cpu.ufunc(f"{self.name}_bwd{i}", names, body, dts, kdt, kdt, prefix="g")
+            _, _, _, _, _, (idx, uses_out) = role_formula(self, ("backward", i), kdt)
+            fn = self._formula_ufunc(f"bwd{i}", ("backward", i), kdt)
             k = self._bwd[key] = (fn, idx, uses_out)
         return k
 
@@ -153,13 +145,14 @@ class ElementwiseOp:
         key = ("jvp", kdt, mask)
         k = self._fwd.get(key)
         if k is None:
-            idx = [i for i in range(self.n_args) if mask >> i & 1]
-            names = self.args + ("out",) + tuple(f"t{i}" for i in idx)
-            src = " + ".join(f"t{i} * ({self.partial_src[i]})" for i in idx)
-            body, _ = parse(src, names)
-            dts = self.arg_dtypes(kdt) + [kdt] * (1 + len(idx))
-            k = self._fwd[key] = _cpu.ufunc(f"{self.name}_jvp{mask}", names, body, dts, kdt, kdt)
+            k = self._fwd[key] = self._formula_ufunc(f"jvp{mask}", ("jvp", mask), kdt)
         return k
+
+    def _formula_ufunc(self, suffix, role, kdt):
+        """The CPU ufunc of one kernel role; what it computes comes from
+        kernels/roles.py, as for every other device."""
+        names, body, prefix, dts, out_dt, _ = role_formula(self, role, kdt)
+        return _cpu.ufunc(f"{self.name}_{suffix}", names, body, dts, kdt, out_dt, prefix=prefix)
 
     def tensor_partial(self, i):
         """partial_i as a Python function of Tensors (for create_graph)."""
