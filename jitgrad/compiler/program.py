@@ -174,6 +174,10 @@ class Tape:
         return {k: tuple(v) for k, v in out.items() if v[1]}
 
 
+# Tensors up to this many elements are "small": the scalar tape executor's; larger
+# ones the fused-kernel executor's (the two never claim the same instructions).
+SMALL_ELEMENTS = 4096
+
 # Executors that may take runs of instructions: each is called as
 # `executor(meta, instrs, keep, taken)` and yields Segments over instructions
 # not in `taken`; `keep` is the set of slots that must survive the tape.
