@@ -12,9 +12,10 @@ from . import _state
 TRACE = _state.trace
 
 
-def traced(fn, name=None):
+def traced(fn, name=None, composite=False):
     """`fn` (a function making or changing tensors) recorded while a trace runs:
-    the tracer replays it later with the slots of its tensor arguments."""
+    the tracer replays it later with the slots of its tensor arguments.
+    `composite`: fn may be made of other recorded calls (see Tracer.call)."""
     label = name or getattr(fn, "__name__", "op")
 
     @functools.wraps(fn)
@@ -22,7 +23,7 @@ def traced(fn, name=None):
         t = TRACE[0]
         if t is None or not t.recording():
             return fn(*args, **kwargs)
-        return t.call(fn, label, args, kwargs)
+        return t.call(fn, label, args, kwargs, composite=composite)
     wrapper.__wrapped_op__ = fn
     return wrapper
 

@@ -33,8 +33,10 @@ def _key(v, flat, objs):
     if t is np.ndarray:
         flat.append(v)
         return ("A", v.shape, v.dtype)
-    if v is None or t in (int, float, bool, str, complex, slice, type(Ellipsis)):
+    if v is None or t in (int, float, bool, str, complex, type(Ellipsis)):
         return (t, v)
+    if t is slice:  # unhashable before Python 3.12
+        return (t, tuple(_key(x, flat, objs) for x in (v.start, v.stop, v.step)))
     if t in (list, tuple):
         return (t, tuple(_key(x, flat, objs) for x in v))
     if t is dict:

@@ -77,6 +77,8 @@ def iter_refs(v):
 def resolve(v, env):
     if type(v) is Ref:
         return env[v]
+    if isinstance(v, tuple) and hasattr(v, "_fields"):  # a namedtuple (values, indices)
+        return type(v)(*(resolve(x, env) for x in v))
     if type(v) in (list, tuple):
         return type(v)(resolve(x, env) for x in v)
     if type(v) is dict:
@@ -213,7 +215,7 @@ class Program:
             produced = set(int(r) for ins in instrs for r in ins.writes())
             self.saved = sorted(s for s in bwd_reads | {int(r) for r in grads_out if r is not None}
                                 if s not in produced and s not in grads_in)
-            keep |= set(self.saved)
+            keep |= set(self.saved) | set(sources)  # sources: the backward node's inputs
             self.backward_tape = Tape(self.meta, instrs, {int(r) for r in grads_out
                                                           if r is not None}, EXECUTORS)
         self.forward_tape = Tape(self.meta, self.instrs, keep, EXECUTORS)

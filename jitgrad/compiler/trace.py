@@ -130,10 +130,10 @@ class Tracer:
             return self._ref(v)
         if type(v) is np.ndarray and id(v) in self.slot_of:
             return Ref(self.slot_of[id(v)])
-        if type(v) in (list, tuple):
+        if isinstance(v, (list, tuple)):
             items = [self._refs(x) for x in v]
             if any(type(x) is Ref or type(x) in (list, tuple) for x in items):
-                return type(v)(items)
+                return list(items) if type(v) is list else tuple(items)  # a namedtuple: plain
             return v
         return v
 
@@ -143,12 +143,17 @@ class Tracer:
             if slot is not None and self.tensors[slot] is out:
                 return Ref(slot)  # an input returned as it is
             return Ref(self._new_slot(out, out._rg and rg))
-        if type(out) in (list, tuple):
-            return type(out)(self._outputs(o, rg) for o in out)
+        if isinstance(out, (list, tuple)):  # (a namedtuple's items are stored by position)
+            return (list if type(out) is list else tuple)(self._outputs(o, rg) for o in out)
         return out
 
     # ---- recording ----------------------------------------------------------------------
-    def call(self, fn, name, args, kwargs, inplace=False, op=None):
+    def call(self, fn, name, args, kwargs, inplace=False, op=None, composite=False):
+        """Record fn(*args, **kwargs) as one instruction (its inner calls are part of
+        it). A `composite` op (a declared op without a backward node of its own) runs with
+        its inner calls recorded instead, since their nodes, and the tensors they save,
+        make its backward; if it recorded none (it made its result itself), the call is
+        recorded as one instruction after all."""
         loc = _state.local
         if loc.saved_hooks or loc.anomaly or _state.fw_level[0] is not None:
             self.graph_break("saved-tensor hooks, anomaly mode or forward AD became active")
@@ -159,11 +164,17 @@ class Tracer:
         except _Untraceable as e:
             self.graph_break(f"{name}: reads {e}")
             return fn(*args, **kwargs)
-        self.depth += 1
-        try:
+        if composite:
+            n = len(self.instrs)
             out = fn(*args, **kwargs)
-        finally:
-            self.depth -= 1
+            if len(self.instrs) != n or not self.recording():
+                return out
+        else:
+            self.depth += 1
+            try:
+                out = fn(*args, **kwargs)
+            finally:
+                self.depth -= 1
         if inplace and isinstance(args[0], Tensor):
             target = args[0]
             vc = target._vc
@@ -275,6 +286,8 @@ class Tracer:
             return self._ref(v)
         if type(v) in (list, tuple):
             return type(v)(self._final(x) for x in v)
+        if isinstance(v, tuple) and hasattr(v, "_fields"):  # a namedtuple (values, indices)
+            return type(v)(*(self._final(x) for x in v))
         if type(v) is dict:
             return {k: self._final(x) for k, x in v.items()}
         if v is None or type(v) in (int, float, bool, str, complex):

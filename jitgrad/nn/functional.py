@@ -81,11 +81,7 @@ def _linked(grad, x):
     return _linked.op.emit(Tensor(grad._data), (grad, x), (x,))
 
 
-# One NllLossBackward0 node, as torch, so that its gradient can be linked to the input (see
-# _nll_loss_backward); forward AD runs through the ops of the forward (no rule here).
-@op("NllLossBackward0", backward=_nll_loss_backward, saves=("self",),
-    name="nn.functional.nll_loss",
-    samples=(Sample(Arg(4, 5), Arg(4, high=5, kind="int")),))
+@op(name="nn.functional.nll_loss", samples=(Sample(Arg(4, 5), Arg(4, high=5, kind="int")),))
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     if not isinstance(target, Tensor) or target._data.dtype.kind not in "iu":
         raise RuntimeError("expected scalar type Long but found "
@@ -107,16 +103,26 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
         raise RuntimeError("The function 'nll_loss_forward' is not differentiable with respect to "
                            "argument 'weight'. This input cannot have requires_grad True. Pass "
                            "weight.detach() instead.")
-    safe = Tensor(t * valid)  # ignored entries gather class 0, then get weight 0
-    w = Tensor(valid.astype(input._data.dtype))
+    # Tensor ops (not numpy), so that a jitgrad.compile trace records how safe and w
+    # come from the target: the backward reads them.
+    valid = E.ne(target, ignore_index)
+    safe = target * valid  # ignored entries gather class 0, then get weight 0
+    w = valid.to(input.dtype)
     if weight is not None:
         w = w * indexing.index_select(weight, 0, safe.reshape(-1)).reshape(safe.shape)
+    return _nll_loss(input, safe, w, class_dim, reduction)
+
+
+# One NllLossBackward0 node, as torch, so that its gradient can be linked to the input (see
+# _nll_loss_backward); forward AD runs through the ops of the forward (no rule here).
+@op("NllLossBackward0", backward=_nll_loss_backward, saves=("self",))
+def _nll_loss(input, safe, w, class_dim, reduction):
     with _state.grad_disabled():
         picked = views.squeeze(indexing.gather(input, class_dim, views.unsqueeze(safe, class_dim)),
                                class_dim)
         loss = -picked * w
         out = reduce.sum(loss) / reduce.sum(w) if reduction == "mean" else _reduce(loss, reduction)
-    return nll_loss.op.emit(out, (input,), (class_dim, safe, w, reduction), (input,))
+    return _nll_loss.op.emit(out, (input,), (class_dim, safe, w, reduction), (input,))
 
 
 @op(name="nn.functional.cross_entropy",
@@ -140,7 +146,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     if weight is not None:
         raise NotImplementedError("label_smoothing together with weight is not supported; "
                                   "apply one of them")
-    valid = Tensor((target._data != ignore_index).astype(input._data.dtype))
+    valid = E.ne(target, ignore_index).to(input.dtype)
     smooth = -reduce.sum(logp, class_dim) * valid
     smooth = reduce.sum(smooth) / reduce.sum(valid) if reduction == "mean" else _reduce(smooth, reduction)
     n = input.shape[class_dim]

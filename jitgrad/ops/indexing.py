@@ -118,15 +118,9 @@ def select(x, dim, index):
 
 def _put_backward(node, g):
     key, v_shape = node._attrs
-    gx = g * Tensor(_zero_mask(g._data.shape, key, g._data))
+    gx = index_put(g, key, 0)  # g with the overwritten entries zeroed (as torch's rule)
     gv = getitem(g, key)
     return (gx, sum_to_size(gv, v_shape) if v_shape is not None else None)
-
-
-def _zero_mask(shape, key, like):
-    m = np.ones(shape, np.bool_, like=like)
-    m[_norm_key(key, len(shape))[0]] = False
-    return m
 
 
 @op("IndexPutBackward0", backward=_put_backward, jvp=_index_put_jvp,
