@@ -250,7 +250,10 @@ class Tracer:
             return engine.grad(outputs, inputs, grad_outputs, retain_graph, create_graph,
                                allow_unused=allow_unused, is_grads_batched=is_grads_batched,
                                materialize_grads=materialize_grads)
-        self.ran_backward = True
+        # A grad(create_graph=True) leaves the graph alive (its results have one, as in
+        # eager mode): only a graph-consuming call makes the capture a step without a
+        # backward of its own.
+        self.ran_backward = self.ran_backward or not create_graph
         return self._run_grad(outs, _as_tuple(inputs), grad_outputs, allow_unused,
                               create_graph)
 
