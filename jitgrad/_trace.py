@@ -54,6 +54,15 @@ def breaks(fn, reason):
     return wrapper
 
 
+def guard(check):
+    """Tell a running trace that its program holds only while `check()` is true (e.g.
+    a module called during the trace still has no hooks): a replay checks it first,
+    and traces again where it fails."""
+    t = TRACE[0]
+    if t is not None and t.recording():
+        t.guards.setdefault(getattr(check, "__self__", check), check)
+
+
 def graph_break(reason):
     """Tell a running trace that what follows cannot be captured (see `breaks`)."""
     t = TRACE[0]

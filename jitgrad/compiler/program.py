@@ -199,6 +199,7 @@ class Program:
         self.ran_backward = ran_backward
         self.backward = None
         self.forward_tape = None
+        self.guards = ()  # callables that must all return True for a replay (trace.py)
 
     def set_backward(self, meta, outs, grads_in, sources, instrs, grads_out):
         self.meta = meta
@@ -227,7 +228,7 @@ class Program:
             if d.shape != m.shape or d.dtype != m.dtype or type(d) is not m.array_type or \
                     t._rg != m.rg or t._hooks or t._post_hooks:
                 return False
-        return True
+        return all(check() for check in self.guards)
 
     def run(self, flat):
         if self.forward_tape is None:

@@ -70,6 +70,7 @@ class Tracer:
         self.inputs = []        # (slot, position in the flattened arguments)
         self.externals = []     # (slot, tensor) read by identity: parameters, constants
         self.instrs = []
+        self.guards = {}        # owner -> check(): see _trace.guard
 
     # ---- what the hooks ask -----------------------------------------------------------
     def recording(self):
@@ -154,9 +155,9 @@ class Tracer:
         its inner calls recorded instead, since their nodes, and the tensors they save,
         make its backward; if it recorded none (it made its result itself), the call is
         recorded as one instruction after all."""
-        loc = _state.local
-        if loc.saved_hooks or loc.anomaly or _state.fw_level[0] is not None:
-            self.graph_break("saved-tensor hooks, anomaly mode or forward AD became active")
+        mode = _active_mode()
+        if mode is not None:
+            self.graph_break(mode)
             return fn(*args, **kwargs)
         try:
             rargs = self._refs(args)
@@ -282,6 +283,7 @@ class Tracer:
             return None, result
         prog = Program(self.meta, self.inputs, self.externals, self.instrs, outs,
                        self.ran_backward)
+        prog.guards = tuple(self.guards.values())
         return prog, _eager_view(result, self)
 
     def _final(self, v):
@@ -329,6 +331,21 @@ class Tracer:
         if self.broken is not None:
             return
         prog.set_backward(self.meta, outs, grads_in, sources, self.instrs, res)
+
+
+def _active_mode():
+    """Why ops cannot be recorded now (a mode entered inside the function that runs
+    Python at each op or saved tensor), or None."""
+    loc = _state.local
+    if loc.saved_hooks:
+        return "saved-tensor hooks (autograd.graph.saved_tensors_hooks) run Python on each " \
+               "saved tensor"
+    if loc.anomaly:
+        return "anomaly mode (autograd.detect_anomaly / set_detect_anomaly) checks each op " \
+               "in Python"
+    if _state.fw_level[0] is not None:
+        return "forward-mode AD (autograd.forward_ad.dual_level) is active"
+    return None
 
 
 class _Untraceable(Exception):
