@@ -54,13 +54,13 @@ def breaks(fn, reason):
     return wrapper
 
 
-def guard(check):
+def guard(owner, check):
     """Tell a running trace that its program holds only while `check()` is true (e.g.
-    a module called during the trace still has no hooks): a replay checks it first,
-    and traces again where it fails."""
+    a module called during the trace is still in the same mode and has no hooks): a
+    replay checks it first, and traces again where it fails. One check per owner."""
     t = TRACE[0]
     if t is not None and t.recording():
-        t.guards.setdefault(getattr(check, "__self__", check), check)
+        t.guards.setdefault(id(owner), (owner, check))
 
 
 def graph_break(reason):

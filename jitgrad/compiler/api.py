@@ -92,8 +92,11 @@ class CompiledFunction:
             return self._fn(*args, **kwargs)
         flat, objs = [], []
         key = (_key(args, flat, objs), _key(kwargs, flat, objs), _state.local.grad_enabled)
-        entry = self._cache.get(key)
-        if entry is not None and all(a is b for a, b in zip(entry.objs, objs)):
+        # Programs of one key differ in what the key does not show (a parameter's shape,
+        # a module's train/eval mode): the first whose guards hold runs.
+        for entry in self._cache.get(key, ()):
+            if not all(a is b for a, b in zip(entry.objs, objs)):
+                continue
             prog = entry.program
             if prog is not None and prog.externals_match():
                 return prog.run(flat)
@@ -119,12 +122,13 @@ class CompiledFunction:
         if prog is None:
             self.breaks.append(result[1])
             result = result[0]
-        self._cache[key] = Entry(prog, objs, None if prog is not None else self.breaks[-1],
-                                 time.perf_counter() - t0)
+        self._cache.setdefault(key, []).append(
+            Entry(prog, objs, None if prog is not None else self.breaks[-1],
+                  time.perf_counter() - t0))
         return result
 
     def entries(self):
-        return list(self._cache.values())
+        return [e for entries in self._cache.values() for e in entries]
 
 
 class _BoundCompiled:

@@ -70,7 +70,7 @@ class Tracer:
         self.inputs = []        # (slot, position in the flattened arguments)
         self.externals = []     # (slot, tensor) read by identity: parameters, constants
         self.instrs = []
-        self.guards = {}        # owner -> check(): see _trace.guard
+        self.guards = {}        # id(owner) -> (owner, check): see _trace.guard
 
     # ---- what the hooks ask -----------------------------------------------------------
     def recording(self):
@@ -283,7 +283,7 @@ class Tracer:
             return None, result
         prog = Program(self.meta, self.inputs, self.externals, self.instrs, outs,
                        self.ran_backward)
-        prog.guards = tuple(self.guards.values())
+        prog.guards = tuple(check for _, check in self.guards.values())
         return prog, _eager_view(result, self)
 
     def _final(self, v):

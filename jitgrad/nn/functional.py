@@ -2,13 +2,13 @@
 compositions of differentiable ops, so they are differentiable twice."""
 import numpy as np
 
-from .. import _state
+from .. import _state, dtypes as _dt
 from ..ops import formulas as E
 from ..ops import indexing, linalg, reduce, views
-from ..ops.creation import _gen, zeros_like
+from ..ops.creation import rand, zeros_like
 from ..ops.nn import log_softmax, softmax
 from ..ops.registry import Arg, Sample, op
-from ..tensor import Tensor, on_device
+from ..tensor import Tensor
 
 relu = E.relu
 sigmoid = E.sigmoid
@@ -160,8 +160,9 @@ def dropout(input, p=0.5, training=True, inplace=False):
         return input
     if p == 1.0:
         return input * 0.0
-    keep = (_gen.rng.random(input.shape) >= p).astype(input._data.dtype) / (1.0 - p)
-    out = input * Tensor(on_device(keep.astype(input._data.dtype), input.device))
+    # rand (a recorded call): a jitgrad.compile replay draws a new mask, as eager does
+    keep = E.ge(rand(input.shape, dtype=_dt.float64, device=input.device), p)
+    out = input * (keep.to(input.dtype) / (1.0 - p))
     if inplace:
         return input.copy_(out)
     return out

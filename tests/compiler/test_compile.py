@@ -257,6 +257,50 @@ def test_external_parameter_with_a_new_shape_retraces():
     assert f.traces == 2 and f.eager_calls == 0
 
 
+def test_external_parameter_shapes_switching_back_reuse_their_programs():
+    lin = nn.Linear(3, 2)
+    f = jitgrad.compile(lambda x: lin(x).sum())
+    x = jitgrad.ones(4, 3)
+    shapes = {2: (lin.weight.data, lin.bias.data), 5: (jitgrad.ones(5, 3), jitgrad.zeros(5))}
+    for n in (2, 5, 2, 5, 2):
+        lin.weight.data, lin.bias.data = shapes[n]
+        assert_close(f(x), lin(x).sum(), f"{n} outputs")
+    assert f.traces == 2 and f.eager_calls == 0
+
+
+def test_train_and_eval_mode_are_guarded():
+    """forward branches on module.training (dropout): each mode gets its program,
+    and switching back and forth retraces neither."""
+    model = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.Linear(8, 2))
+    compiled = jitgrad.compile(model)
+    x = jitgrad.ones(3, 4)
+    for i in range(3):
+        compiled.train()
+        jitgrad.manual_seed(i)
+        got = compiled(x)
+        jitgrad.manual_seed(i)
+        assert_close(got, model(x), f"train {i}")
+        compiled.eval()
+        assert_close(compiled(x), model(x), f"eval {i}")
+    assert compiled._compiled.traces == 2 and compiled._compiled.eager_calls == 0
+
+
+def test_dropout_draws_a_new_mask_on_each_replay_as_eager_does():
+    model_c, model_e = (nn.Sequential(nn.Linear(6, 8), nn.Dropout(0.3), nn.Linear(8, 3))
+                        for _ in range(2))
+    model_e.load_state_dict(model_c.state_dict())
+    opt_c = jitgrad.optim.SGD(model_c.parameters(), lr=0.1, momentum=0.9)
+    opt_e = jitgrad.optim.SGD(model_e.parameters(), lr=0.1, momentum=0.9)
+    step = jitgrad.compile(_train_step)
+    for i, (x, y) in enumerate(_batches("dropout")):
+        jitgrad.manual_seed(i)
+        step(model_c, opt_c, x, y)
+        jitgrad.manual_seed(i)
+        _train_step(model_e, opt_e, x, y)
+        _assert_same_training_state(model_c, opt_c, model_e, opt_e, f"step {i}")
+    assert step.traces == 1 and step.eager_calls == 0
+
+
 def test_external_parameter_values_are_read_at_each_call():
     w = jitgrad.tensor([1.0, 2.0], requires_grad=True)
     f = jitgrad.compile(lambda x: (x * w).sum())

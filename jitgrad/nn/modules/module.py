@@ -109,14 +109,19 @@ class Module:
         raise NotImplementedError(
             f'Module [{type(self).__name__}] is missing the required "forward" function')
 
-    def _has_no_forward_hooks(self):
-        return not (self._forward_pre_hooks or self._forward_hooks)
+    def _replay_check(self):
+        """What a jitgrad.compile capture of a call read from this module besides its
+        tensors: train/eval mode (forward may branch on it) and no forward hooks (a
+        hook added later must run)."""
+        training = self.training
+        return lambda: self.training is training and not (self._forward_pre_hooks or
+                                                          self._forward_hooks)
 
     def __call__(self, *args, **kwargs):
         if self._forward_pre_hooks or self._forward_hooks:
             graph_break(f"forward hooks of {type(self).__name__}: hooks run Python on each call")
         else:
-            guard(self._has_no_forward_hooks)  # a hook added later must run: trace again
+            guard(self, self._replay_check())
         for hook, with_kwargs in tuple(self._forward_pre_hooks.values()):
             if with_kwargs:
                 r = hook(self, args, kwargs)
