@@ -45,6 +45,18 @@ def _key(v, flat, objs):
     return ("O", id(v))
 
 
+def signature(args, kwargs):
+    """(the guard key of a call, its tensors and arrays, its other objects): see _key;
+    where one tensor is passed twice, which arguments are the same one (a program
+    traced with one tensor in two places reads it from one slot)."""
+    flat, objs = [], []
+    key = (_key(args, flat, objs), _key(kwargs, flat, objs), _state.local.grad_enabled)
+    if len(flat) > 1 and len({id(t) for t in flat}) < len(flat):
+        first = {}
+        key += (tuple(first.setdefault(id(t), i) for i, t in enumerate(flat)),)
+    return key, flat, objs
+
+
 class Entry:
     __slots__ = ("program", "objs", "reason", "compile_s")
 
@@ -90,8 +102,7 @@ class CompiledFunction:
                                   f"while {why}; leave that mode before calling it")
             self.eager_calls += 1
             return self._fn(*args, **kwargs)
-        flat, objs = [], []
-        key = (_key(args, flat, objs), _key(kwargs, flat, objs), _state.local.grad_enabled)
+        key, flat, objs = signature(args, kwargs)
         # Programs of one key differ in what the key does not show (a parameter's shape,
         # a module's train/eval mode): the first whose guards hold runs.
         for entry in self._cache.get(key, ()):

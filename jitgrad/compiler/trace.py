@@ -309,6 +309,10 @@ class Tracer:
         if not outs or not sources:
             return
         outs = list(dict.fromkeys(outs))
+        reason = _hooked(tuple(self.tensors[r] for r in outs))
+        if reason is not None:  # the caller's backward must run it; recording it would too
+            self.graph_break(reason)
+            return
         self.instrs = []
         grads_in = []
         self.depth += 1  # placeholders for the incoming gradients, not ops

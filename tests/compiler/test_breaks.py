@@ -67,6 +67,11 @@ def cases(calls):
         y.register_hook(lambda g: calls.append("tensor hook") or g * 2)  # breaks here
         return (y * y).sum()
 
+    def retain_grad(x):
+        y = x.sin()
+        y.retain_grad()  # breaks here
+        return (y * y).sum()
+
     def post_accumulate_grad_hook(x):
         x.register_post_accumulate_grad_hook(lambda t: calls.append("post hook"))  # breaks here
         return x.sin().sum()
@@ -101,6 +106,7 @@ def cases(calls):
         "numpy": (numpy, "numpy()"),
         "tolist": (tolist, "tolist()"),
         "tensor_hook": (tensor_hook, "register_hook"),
+        "retain_grad": (retain_grad, "retain_grad"),
         "post_accumulate_grad_hook": (post_accumulate_grad_hook,
                                       "register_post_accumulate_grad_hook"),
         "module_forward_hook": (module_forward_hook, "forward hooks of Linear"),
@@ -202,6 +208,29 @@ def test_a_tensor_hook_added_after_the_trace_runs():
         step(x)
     assert calls == ["hook", "post"] * 2
     np.testing.assert_array_equal(w.grad.numpy(), [10.0, 20.0, 30.0])
+
+
+def test_a_hook_on_a_parameter_added_after_the_trace_runs_in_the_compiled_backward():
+    calls = []
+    w = jitgrad.tensor([1.0, 2.0], requires_grad=True)
+    f = jitgrad.compile(lambda x: (x * w).sum())
+    x = jitgrad.tensor([3.0, 4.0])
+    for _ in range(2):
+        f(x).backward()
+    w.register_hook(lambda g: calls.append("hook"))
+    for _ in range(2):
+        f(x).backward()
+    assert calls == ["hook"] * 2
+    np.testing.assert_array_equal(w.grad.numpy(), [12.0, 16.0])
+    assert f.traces == 2 and f.breaks[0][0] == "a hook on a leaf tensor"
+
+
+def test_a_retained_grad_is_stored_on_every_call():
+    f = jitgrad.compile(lambda x: (lambda y: (y.retain_grad(), y)[1])(x * 2))
+    for _ in range(CALLS):
+        y = f(jitgrad.tensor([1.0, 2.0], requires_grad=True))
+        (y * y).sum().backward()
+        np.testing.assert_array_equal(y.grad.numpy(), [4.0, 8.0])
 
 
 @pytest.mark.parametrize("mode", ["detect_anomaly", "saved_tensors_hooks"])

@@ -212,6 +212,19 @@ def test_same_signature_replays_and_new_signatures_retrace():
     assert f.eager_calls == 0
 
 
+def test_one_tensor_passed_twice_is_part_of_the_signature():
+    f = jitgrad.compile(lambda a, b: a * 2 + b)
+    x = jitgrad.tensor([1.0, 2.0])
+    for _ in range(2):
+        np.testing.assert_array_equal(f(x, x).numpy(), [3.0, 6.0])
+    a, b = jitgrad.tensor([1.0, 1.0]), jitgrad.tensor([10.0, 20.0])
+    for _ in range(2):
+        np.testing.assert_array_equal(f(a, b).numpy(), [12.0, 22.0])
+        np.testing.assert_array_equal(f(x, x).numpy(), [3.0, 6.0])
+    assert f.traces == 2
+    assert "the same tensor at tensor arguments 0 and 1" in str(jitgrad.compile.explain(f, x, x))
+
+
 def test_grad_mode_is_part_of_the_signature():
     f = jitgrad.compile(_f)
     x = jitgrad.ones(3, requires_grad=True)
