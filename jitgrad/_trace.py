@@ -64,7 +64,8 @@ def guard(owner, check):
 
 
 def graph_break(reason):
-    """Tell a running trace that what follows cannot be captured (see `breaks`)."""
+    """Tell a running trace that what follows cannot be captured (see `breaks`); also
+    from inside a recorded call, whose replay would then be wrong."""
     t = TRACE[0]
-    if t is not None and t.recording():
+    if t is not None and t.active():
         t.graph_break(reason)

@@ -77,6 +77,10 @@ class Tracer:
         return (self.depth == 0 and self.broken is None
                 and threading.get_ident() == self.thread)
 
+    def active(self):
+        """Recording, or inside a call being recorded (in this thread, unbroken)."""
+        return self.broken is None and threading.get_ident() == self.thread
+
     def takes_autograd(self):
         return self.recording() and not self.in_engine
 

@@ -62,6 +62,9 @@ def cases(calls):
         y = x.sin()
         return y * sum(y.tolist())  # breaks here
 
+    def boolean_mask(x):
+        return (x[x > 0] * 2).sum()  # breaks here
+
     def tensor_hook(x):
         y = x.sin()
         y.register_hook(lambda g: calls.append("tensor hook") or g * 2)  # breaks here
@@ -105,6 +108,7 @@ def cases(calls):
         "bool": (data_dependent_if, "bool()"),
         "numpy": (numpy, "numpy()"),
         "tolist": (tolist, "tolist()"),
+        "boolean_mask": (boolean_mask, "boolean mask"),
         "tensor_hook": (tensor_hook, "register_hook"),
         "retain_grad": (retain_grad, "retain_grad"),
         "post_accumulate_grad_hook": (post_accumulate_grad_hook,
