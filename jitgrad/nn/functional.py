@@ -3,6 +3,7 @@ compositions of differentiable ops, so they are differentiable twice."""
 import numpy as np
 
 from .. import _state, dtypes as _dt
+from .._trace import traced
 from ..ops import formulas as E
 from ..ops import indexing, linalg, reduce, views
 from ..ops.creation import rand, zeros_like
@@ -81,6 +82,16 @@ def _linked(grad, x):
     return _linked.op.emit(Tensor(grad._data), (grad, x), (x,))
 
 
+@traced  # a jitgrad.compile replay checks each call's targets too
+def _check_targets(target, n_classes, ignore_index):
+    t = target._data
+    if np.logical_and(t != ignore_index, np.logical_or(t < 0, t >= n_classes)).any():
+        host = target.cpu()._data
+        bad = host[(host != ignore_index) & ((host < 0) | (host >= n_classes))]
+        raise IndexError(f"Target {int(bad[0])} is out of bounds (number of classes "
+                         f"{n_classes}).")
+
+
 @op(name="nn.functional.nll_loss", samples=(Sample(Arg(4, 5), Arg(4, high=5, kind="int")),))
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     if not isinstance(target, Tensor) or target._data.dtype.kind not in "iu":
@@ -91,14 +102,7 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
         raise ValueError(f"Expected input batch_size ({input.shape[0] if input.ndim else 1}) to "
                          f"match target batch_size ({target.shape[0] if target.ndim else 1}).")
     class_dim = 1 if input.ndim > 1 else 0
-    n_classes = input.shape[class_dim]
-    t = target._data
-    valid = t != ignore_index
-    if np.logical_and(valid, np.logical_or(t < 0, t >= n_classes)).any():
-        host = target.cpu()._data
-        bad = host[(host != ignore_index) & ((host < 0) | (host >= n_classes))]
-        raise IndexError(f"Target {int(bad[0])} is out of bounds (number of classes "
-                         f"{n_classes}).")
+    _check_targets(target, input.shape[class_dim], ignore_index)
     if weight is not None and weight.requires_grad:
         raise RuntimeError("The function 'nll_loss_forward' is not differentiable with respect to "
                            "argument 'weight'. This input cannot have requires_grad True. Pass "

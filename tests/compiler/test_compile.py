@@ -327,6 +327,25 @@ def test_external_parameter_values_are_read_at_each_call():
     assert f.traces == 1
 
 
+def test_a_replay_checks_its_inputs_as_eager_does():
+    loss = jitgrad.compile(lambda x, t: F.cross_entropy(x, t))
+    x = jitgrad.zeros(2, 3, requires_grad=True)
+    for t in ([0, 1], [2, 0]):
+        assert_close(loss(x, jitgrad.tensor(t)), F.cross_entropy(x, jitgrad.tensor(t)), str(t))
+    with pytest.raises(IndexError, match=r"Target 7 is out of bounds \(number of classes 3\)"):
+        loss(x, jitgrad.tensor([0, 7]))
+    assert loss.traces == 1
+
+
+def test_double_backward_through_a_replayed_loss_function_is_refused():
+    f = jitgrad.compile(lambda x: (x.sin() * x).sum())
+    x = jitgrad.tensor([0.5, 1.0], requires_grad=True)
+    f(x)
+    y = f(x)  # replayed: its backward runs the captured backward, without a graph
+    with pytest.raises(RuntimeError, match="double backward through a jitgrad.compile'd"):
+        jitgrad.autograd.grad(y, x, create_graph=True)
+
+
 # ---- ways to apply it ---------------------------------------------------------------------------
 
 def test_compile_a_module():
