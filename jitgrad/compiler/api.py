@@ -19,6 +19,8 @@ from ..tensor import Tensor
 from .trace import Tracer, Unsupported
 
 RECOMPILE_LIMIT = 8
+# torch.compile's modes, accepted for drop-in use: jitgrad runs every one the same way.
+MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 def _key(v, flat, objs):
@@ -53,12 +55,17 @@ class Entry:
 class CompiledFunction:
     """What `jitgrad.compile(fn)` returns: call it as you would call fn."""
 
-    def __init__(self, fn, fullgraph=False, dynamic=False, mode=None):
+    def __init__(self, fn, fullgraph=False, dynamic=None, mode=None):
         if not callable(fn):
             raise TypeError(f"jitgrad.compile expects a callable, got {type(fn).__name__}")
-        if mode not in (None, "default", "reduce-overhead", "max-autotune"):
-            raise RuntimeError(f"Unrecognized mode={mode!r}: use None, 'default', "
-                               "'reduce-overhead' or 'max-autotune'")
+        if mode not in MODES:
+            raise RuntimeError(f"Unrecognized mode={mode!r}: use one of "
+                               f"{', '.join(repr(m) for m in MODES)}")
+        if dynamic:
+            raise NotImplementedError(
+                "jitgrad.compile(dynamic=True): symbolic shapes are not implemented; leave "
+                "dynamic unset and each new input shape is traced once (up to "
+                f"{RECOMPILE_LIMIT} signatures per function)")
         self._fn = fn
         self.fullgraph = fullgraph
         self.dynamic = dynamic
@@ -195,7 +202,7 @@ class CompiledModule:
         return f"CompiledModule({self._orig_mod!r})"
 
 
-def compile(model=None, *, fullgraph=False, dynamic=False, mode=None):
+def compile(model=None, *, fullgraph=False, dynamic=None, mode=None):
     """Capture `model` (a function or an nn.Module) once per call signature and
     replay it as a program: torch.compile's signature. Use as `compile(fn)`,
     `@compile` or `@compile(fullgraph=True)`.

@@ -9,7 +9,8 @@ reader. Executors (compiler/executors.py) may take over runs of
 instructions and run them as compiled code; the rest run here, in Python.
 """
 from .. import _state
-from ..ops.record import record
+from .._node import FREED_MESSAGE
+from ..ops.record import FunctionNode, node_class, record
 from ..tensor import Tensor
 
 
@@ -184,6 +185,10 @@ SMALL_ELEMENTS = 4096
 EXECUTORS = []
 
 
+def _freed(node, *grads):
+    raise RuntimeError(FREED_MESSAGE)
+
+
 class Program:
     """The capture of one call signature: forward (and, for a forward-only
     capture, backward) tapes over one slot list."""
@@ -244,7 +249,20 @@ class Program:
             loc.grad_enabled = prev
         if self.backward is not None and prev:
             self._attach_backward(env)
+        elif self.ran_backward and prev:
+            self._attach_freed(env)
         return resolve(self.outputs, env)
+
+    def _attach_freed(self, env):
+        """Outputs that require grad in a step that ran its own backward: eager mode
+        hands them back with their (freed) graph, so a second backward raises."""
+        for r in dict.fromkeys(iter_refs(self.outputs)):
+            t = env[r]
+            if self.meta[r].rg and not t._rg:
+                node = node_class("CompiledFunctionBackward", FunctionNode)((), ())
+                node._bwd, node._nout, node._names, node._attrs, node._saved = \
+                    _freed, 1, (), (), ()
+                t.grad_fn, t.output_nr, t._rg = node, 0, True
 
     def _attach_backward(self, env):
         """Give the outputs that require grad one node whose backward runs the
