@@ -188,8 +188,17 @@ class CompiledModule:
     def __init__(self, module, **options):
         object.__setattr__(self, "_orig_mod", module)
         object.__setattr__(self, "_compiled", CompiledFunction(module.__call__, **options))
+        object.__setattr__(self, "_tensors", ())
 
     def __call__(self, *args, **kwargs):
+        # Programs read parameters and buffers by identity: one rebound to a new
+        # tensor (model.weight = Parameter(...)) invalidates them.
+        m = self._orig_mod
+        tensors = tuple(m.parameters()) + tuple(m.buffers())
+        if len(tensors) != len(self._tensors) or any(
+                a is not b for a, b in zip(tensors, self._tensors)):
+            self._compiled._cache.clear()
+            object.__setattr__(self, "_tensors", tensors)
         return self._compiled(*args, **kwargs)
 
     def __getattr__(self, name):
