@@ -120,7 +120,8 @@ class CompiledFunction:
     def _trace(self, key, flat, objs, args, kwargs):
         self.traces += 1
         t0 = time.perf_counter()
-        prog, result = trace_call(self._fn, args, kwargs, flat, self.fullgraph)
+        prog, result = trace_call(self._fn, args, kwargs, flat, self.fullgraph,
+                                  background=self.mode != "max-autotune")
         if prog is None:
             self.breaks.append(result[1])
             result = result[0]
@@ -130,6 +131,13 @@ class CompiledFunction:
 
     def entries(self):
         return list(self._cache.values())
+
+    def wait(self, timeout=None):
+        """Block until every captured program's kernels are built (they build in a
+        worker thread while the first replays run on the Python tier; see
+        docs/compile.md). True when all are ready."""
+        return all(e.program.wait(timeout) for e in self._cache.values()
+                   if e.program is not None)
 
 
 class _BoundCompiled:
@@ -161,9 +169,10 @@ def _eager_state():
     return None
 
 
-def trace_call(fn, args, kwargs, flat, fullgraph):
+def trace_call(fn, args, kwargs, flat, fullgraph, background=False):
     """Run fn(*args, **kwargs) under a tracer. Returns (program, result), or
-    (None, (result, (reason, user line))) after a graph break."""
+    (None, (result, (reason, user line))) after a graph break. `background`:
+    compile the program's kernels in a worker thread (see Program.build)."""
     tracer = Tracer(fullgraph)
     for i, v in enumerate(flat):
         tracer.add_input(v, i)
@@ -177,7 +186,7 @@ def trace_call(fn, args, kwargs, flat, fullgraph):
         _state.trace[0] = None
     if prog is None or tracer.broken is not None:
         return None, (result, tracer.broken)
-    prog.build()
+    prog.build(background)
     return prog, result
 
 
