@@ -19,6 +19,8 @@ from ..tensor import Tensor
 from .trace import Tracer, Unsupported
 
 RECOMPILE_LIMIT = 8
+# torch.compile's modes, accepted for drop-in use: jitgrad runs every one the same way.
+MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 def _key(v, flat, objs):
@@ -67,12 +69,17 @@ class Entry:
 class CompiledFunction:
     """What `jitgrad.compile(fn)` returns: call it as you would call fn."""
 
-    def __init__(self, fn, fullgraph=False, dynamic=False, mode=None):
+    def __init__(self, fn, fullgraph=False, dynamic=None, mode=None):
         if not callable(fn):
             raise TypeError(f"jitgrad.compile expects a callable, got {type(fn).__name__}")
-        if mode not in (None, "default", "reduce-overhead", "max-autotune"):
-            raise RuntimeError(f"Unrecognized mode={mode!r}: use None, 'default', "
-                               "'reduce-overhead' or 'max-autotune'")
+        if mode not in MODES:
+            raise RuntimeError(f"Unrecognized mode={mode!r}: use one of "
+                               f"{', '.join(repr(m) for m in MODES)}")
+        if dynamic:
+            raise NotImplementedError(
+                "jitgrad.compile(dynamic=True): symbolic shapes are not implemented; leave "
+                "dynamic unset and each new input shape is traced once (up to "
+                f"{RECOMPILE_LIMIT} signatures per function)")
         self._fn = fn
         self.fullgraph = fullgraph
         self.dynamic = dynamic
@@ -129,7 +136,8 @@ class CompiledFunction:
     def _trace(self, key, flat, objs, args, kwargs):
         self.traces += 1
         t0 = time.perf_counter()
-        prog, result = trace_call(self._fn, args, kwargs, flat, self.fullgraph)
+        prog, result = trace_call(self._fn, args, kwargs, flat, self.fullgraph,
+                                  background=self.mode != "max-autotune")
         if prog is None:
             self.breaks.append(result[1])
             result = result[0]
@@ -140,6 +148,13 @@ class CompiledFunction:
 
     def entries(self):
         return [e for entries in self._cache.values() for e in entries]
+
+    def wait(self, timeout=None):
+        """Block until every captured program's kernels are built (they build in a
+        worker thread while the first replays run on the Python tier; see
+        docs/compile.md). True when all are ready."""
+        return all(e.program.wait(timeout) for e in self._cache.values()
+                   if e.program is not None)
 
 
 class _BoundCompiled:
@@ -171,9 +186,10 @@ def _eager_state():
     return None
 
 
-def trace_call(fn, args, kwargs, flat, fullgraph):
+def trace_call(fn, args, kwargs, flat, fullgraph, background=False):
     """Run fn(*args, **kwargs) under a tracer. Returns (program, result), or
-    (None, (result, (reason, user line))) after a graph break."""
+    (None, (result, (reason, user line))) after a graph break. `background`:
+    compile the program's kernels in a worker thread (see Program.build)."""
     tracer = Tracer(fullgraph)
     for i, v in enumerate(flat):
         tracer.add_input(v, i)
@@ -187,7 +203,7 @@ def trace_call(fn, args, kwargs, flat, fullgraph):
         _state.trace[0] = None
     if prog is None or tracer.broken is not None:
         return None, (result, tracer.broken)
-    prog.build()
+    prog.build(background)
     return prog, result
 
 
@@ -198,8 +214,17 @@ class CompiledModule:
     def __init__(self, module, **options):
         object.__setattr__(self, "_orig_mod", module)
         object.__setattr__(self, "_compiled", CompiledFunction(module.__call__, **options))
+        object.__setattr__(self, "_tensors", ())
 
     def __call__(self, *args, **kwargs):
+        # Programs read parameters and buffers by identity: one rebound to a new
+        # tensor (model.weight = Parameter(...)) invalidates them.
+        m = self._orig_mod
+        tensors = tuple(m.parameters()) + tuple(m.buffers())
+        if len(tensors) != len(self._tensors) or any(
+                a is not b for a, b in zip(tensors, self._tensors)):
+            self._compiled._cache.clear()
+            object.__setattr__(self, "_tensors", tensors)
         return self._compiled(*args, **kwargs)
 
     def __getattr__(self, name):
@@ -212,7 +237,7 @@ class CompiledModule:
         return f"CompiledModule({self._orig_mod!r})"
 
 
-def compile(model=None, *, fullgraph=False, dynamic=False, mode=None):
+def compile(model=None, *, fullgraph=False, dynamic=None, mode=None):
     """Capture `model` (a function or an nn.Module) once per call signature and
     replay it as a program: torch.compile's signature. Use as `compile(fn)`,
     `@compile` or `@compile(fullgraph=True)`.
@@ -235,7 +260,7 @@ def compile(model=None, *, fullgraph=False, dynamic=False, mode=None):
     >>> x.grad = None
     >>> f(x).backward()   # replayed
     >>> x.grad
-    tensor([1.3564, 1.3818])
+    tensor([0.9182, 1.3818])
     """
     options = dict(fullgraph=fullgraph, dynamic=dynamic, mode=mode)
     if model is None:

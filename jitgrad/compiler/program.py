@@ -8,8 +8,12 @@ tensor was. The program runs its instructions in order with grad mode off
 reader. Executors (compiler/executors.py) may take over runs of
 instructions and run them as compiled code; the rest run here, in Python.
 """
+import threading
+import warnings
+
 from .. import _state
-from ..ops.record import record
+from .._node import FREED_MESSAGE
+from ..ops.record import FunctionNode, node_class, record
 from ..tensor import Tensor
 
 
@@ -186,6 +190,14 @@ SMALL_ELEMENTS = 4096
 EXECUTORS = []
 
 
+_DONE = threading.Event()
+_DONE.set()
+
+
+def _freed(node, *grads):
+    raise RuntimeError(FREED_MESSAGE)
+
+
 class Program:
     """The capture of one call signature: forward (and, for a forward-only
     capture, backward) tapes over one slot list."""
@@ -198,18 +210,22 @@ class Program:
         self.outputs = outputs
         self.ran_backward = ran_backward
         self.backward = None
-        self.forward_tape = None
+        self.forward_tape = self.backward_tape = None
+        self.ready = _DONE
+        self.build_error = None
         self.guards = ()  # callables that must all return True for a replay (trace.py)
 
     def set_backward(self, meta, outs, grads_in, sources, instrs, grads_out):
         self.meta = meta
         self.backward = (outs, grads_in, sources, instrs, grads_out)
 
-    def build(self):
-        out_slots = set(int(r) for r in iter_refs(self.outputs))
-        keep = set(out_slots)
+    def build(self, background=False):
+        """Make the tapes runnable. Executors compile kernels (seconds with an empty
+        cache): with `background`, the program runs on the Python tier at once and
+        switches to the executors' tapes when a worker thread has built them."""
+        keep = set(int(r) for r in iter_refs(self.outputs))
         if self.backward is not None:
-            outs, grads_in, sources, instrs, grads_out = self.backward
+            _, grads_in, sources, instrs, grads_out = self.backward
             bwd_reads = set()
             for ins in instrs:
                 bwd_reads.update(int(r) for r in ins.reads())
@@ -217,9 +233,37 @@ class Program:
             self.saved = sorted(s for s in bwd_reads | {int(r) for r in grads_out if r is not None}
                                 if s not in produced and s not in grads_in)
             keep |= set(self.saved) | set(sources)  # sources: the backward node's inputs
-            self.backward_tape = Tape(self.meta, instrs, {int(r) for r in grads_out
-                                                          if r is not None}, EXECUTORS)
-        self.forward_tape = Tape(self.meta, self.instrs, keep, EXECUTORS)
+        self._keep = keep
+        if background and EXECUTORS:
+            self._tapes(())
+            self.ready = threading.Event()
+            threading.Thread(target=self._build_in_background, daemon=True,
+                             name="jitgrad.compile build").start()
+        else:
+            self._tapes(EXECUTORS)
+
+    def _tapes(self, executors):
+        backward_tape = None
+        if self.backward is not None:
+            instrs, grads_out = self.backward[3], self.backward[4]
+            backward_tape = Tape(self.meta, instrs, {int(r) for r in grads_out if r is not None},
+                                 executors)
+        forward_tape = Tape(self.meta, self.instrs, self._keep, executors)
+        self.forward_tape, self.backward_tape = forward_tape, backward_tape
+
+    def _build_in_background(self):
+        try:
+            self._tapes(EXECUTORS)
+        except Exception as e:  # the Python tier stays: correct, only slower
+            self.build_error = e
+            warnings.warn(f"jitgrad.compile: building compiled kernels failed ({e!r}); the "
+                          "program keeps running on its Python tier", RuntimeWarning)
+        finally:
+            self.ready.set()
+
+    def wait(self, timeout=None):
+        """Block until the executors' tapes are built (see `build`)."""
+        return self.ready.wait(timeout)
 
     def externals_match(self):
         for slot, t in self.externals:
@@ -247,7 +291,20 @@ class Program:
             loc.grad_enabled = prev
         if self.backward is not None and prev:
             self._attach_backward(env)
+        elif self.ran_backward and prev:
+            self._attach_freed(env)
         return resolve(self.outputs, env)
+
+    def _attach_freed(self, env):
+        """Outputs that require grad in a step that ran its own backward: eager mode
+        hands them back with their (freed) graph, so a second backward raises."""
+        for r in dict.fromkeys(iter_refs(self.outputs)):
+            t = env[r]
+            if self.meta[r].rg and not t._rg:
+                node = node_class("CompiledFunctionBackward", FunctionNode)((), ())
+                node._bwd, node._nout, node._names, node._attrs, node._saved = \
+                    _freed, 1, (), (), ()
+                t.grad_fn, t.output_nr, t._rg = node, 0, True
 
     def _attach_backward(self, env):
         """Give the outputs that require grad one node whose backward runs the
