@@ -153,8 +153,7 @@ class CompiledFunction:
         """Block until every captured program's kernels are built (they build in a
         worker thread while the first replays run on the Python tier; see
         docs/compile.md). True when all are ready."""
-        return all(e.program.wait(timeout) for e in self._cache.values()
-                   if e.program is not None)
+        return all(e.program.wait(timeout) for e in self.entries() if e.program is not None)
 
 
 class _BoundCompiled:

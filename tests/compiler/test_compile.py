@@ -387,6 +387,7 @@ def test_compile_as_a_decorator_with_and_without_arguments():
         np.testing.assert_allclose(f(x).numpy(), g(x).numpy())
         np.testing.assert_allclose(f(x).numpy(), 2 * np.exp([0.0, 1.0]), rtol=1e-6)
     assert f.traces == g.traces == 1
+    assert f.wait() and g.wait()  # their programs' kernels are built
 
 
 def test_compile_a_method():
