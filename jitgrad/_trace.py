@@ -54,13 +54,14 @@ def breaks(fn, reason):
     return wrapper
 
 
-def guard(owner, check):
-    """Tell a running trace that its program holds only while `check()` is true (e.g.
-    a module called during the trace is still in the same mode and has no hooks): a
-    replay checks it first, and traces again where it fails. One check per owner."""
+def guard(owner, make_check):
+    """Tell a running trace that its program holds only while `check()` is true, check
+    = make_check() made now (e.g. a module called during the trace is still in the same
+    mode and has no hooks): a replay checks it first, and traces again where it fails.
+    One check per owner."""
     t = TRACE[0]
-    if t is not None and t.recording():
-        t.guards.setdefault(id(owner), (owner, check))
+    if t is not None and t.recording() and id(owner) not in t.guards:
+        t.guards[id(owner)] = (owner, make_check())
 
 
 def graph_break(reason):

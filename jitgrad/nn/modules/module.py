@@ -121,7 +121,7 @@ class Module:
         if self._forward_pre_hooks or self._forward_hooks:
             graph_break(f"forward hooks of {type(self).__name__}: hooks run Python on each call")
         else:
-            guard(self, self._replay_check())
+            guard(self, self._replay_check)
         for hook, with_kwargs in tuple(self._forward_pre_hooks.values()):
             if with_kwargs:
                 r = hook(self, args, kwargs)
