@@ -346,6 +346,17 @@ def test_double_backward_through_a_replayed_loss_function_is_refused():
         jitgrad.autograd.grad(y, x, create_graph=True)
 
 
+def test_explain_reports_a_capture():
+    lin = nn.Linear(3, 2)
+    report = jitgrad.compile.explain(lambda x, k: (lin(x) * k).sum(), jitgrad.ones(4, 3), 2.0)
+    assert report.graph_count == 1 and report.graph_break_count == 0
+    assert report.forward_ops > 0 and report.backward_ops > 0  # a forward-only capture
+    text = str(report)
+    for line in ("grad mode on", "args[0]: tensor float32[4, 3] on cpu, requires_grad=False",
+                 "args[1] == 2.0", "external %"):
+        assert line in text, (line, text)
+
+
 # ---- ways to apply it ---------------------------------------------------------------------------
 
 def test_compile_a_module():
