@@ -172,7 +172,10 @@ class Tracer:
         if composite:
             n = len(self.instrs)
             out = fn(*args, **kwargs)
-            if len(self.instrs) != n or not self.recording():
+            if len(self.instrs) > n + 1 or not self.recording():
+                return out
+            if len(self.instrs) == n + 1:
+                self._name_single_call(fn, name, rargs, rkw, out)
                 return out
         else:
             self.depth += 1
@@ -191,6 +194,19 @@ class Tracer:
             outs = self._outputs(out, self._rg_of(rargs, rkw))
         self.instrs.append(Instr(fn, name, tuple(rargs), rkw, outs, inplace, op))
         return out
+
+    def _name_single_call(self, fn, name, rargs, rkw, out):
+        """A composite op that made its whole result with one other declared op
+        (amax -> _extreme, mm -> matmul) is recorded as itself, the name executors know;
+        an elementwise op stays as it is (executors fuse it by its formula)."""
+        ins = self.instrs[-1]
+        if ins.op is not None or ins.inplace:
+            return
+        made = [self.slot_of.get(id(t)) if isinstance(t, Tensor) else t
+                for t in _flat_outputs(out)]
+        if made != [int(r) for r in _iter_refs(ins.outs)]:
+            return
+        self.instrs[-1] = Instr(fn, name, tuple(rargs), rkw, ins.outs, False, None)
 
     def elementwise(self, call, op, operands, out_arr):
         if out_arr is not None:
@@ -362,6 +378,14 @@ class _Untraceable(Exception):
 
 def _as_tuple(v):
     return (v,) if isinstance(v, Tensor) else tuple(v)
+
+
+def _flat_outputs(v):
+    if isinstance(v, (list, tuple)):
+        for x in v:
+            yield from _flat_outputs(x)
+    else:
+        yield v
 
 
 def _iter_refs(v):
