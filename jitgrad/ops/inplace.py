@@ -12,6 +12,7 @@ from .. import dtypes as _dt
 from .._dual import set_tangent
 from .._node import move_retain_grad, set_history
 from ..tensor import Tensor
+from . import creation
 from .pointwise import call, compute_dtype
 from .record import FW, record
 from .views import apply_chain
@@ -182,9 +183,10 @@ def _has_tangent(values):
 
 def _copy_slices_backward(node, g):
     chain, shape = node._attrs
-    mask = np.ones(shape, np.bool_, like=g._data)
-    apply_chain(Tensor(mask), chain)._data[...] = False
-    return g * Tensor(mask), apply_chain(g, chain)
+    # ones / fill_ (recorded calls), so that a jitgrad.compile trace can replay the mask
+    mask = creation.ones(shape, dtype=_dt.bool_, device=g.device)
+    apply_chain(mask, chain).fill_(False)
+    return g * mask, apply_chain(g, chain)
 
 
 def _refresh_views(base, changed):

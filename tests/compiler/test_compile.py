@@ -186,6 +186,34 @@ def test_gradient_of_the_hessian_vector_product_flows_back():
     assert_close(grads[1], grads[2], "replayed call")
 
 
+# ---- in-place writes ---------------------------------------------------------------------------
+
+def _write_into_views(x):
+    y = x * 1
+    y[0].mul_(2)                 # in place on a view (CopySlices)
+    y[:, 1] = x[:, 0] * 3        # setitem
+    return (y * y).sum()
+
+
+@pytest.mark.parametrize("in_step", [False, True])
+def test_in_place_writes_into_views_are_captured(in_step):
+    def step(x):
+        _write_into_views(x).backward()
+
+    fn = step if in_step else _write_into_views
+    compiled = jitgrad.compile(fn)
+    for i in range(3):
+        a, b = (jitgrad.tensor(np.arange(6.0).reshape(2, 3) + i, requires_grad=True)
+                for _ in range(2))
+        got, want = compiled(a), fn(b)
+        if not in_step:
+            assert_close(got, want, f"call {i}")
+            got.backward()
+            want.backward()
+        assert_close(a.grad, b.grad, f"call {i}: grad")
+    assert compiled.breaks == [] and compiled.traces == 1
+
+
 # ---- guards and recompiles ----------------------------------------------------------------------
 
 def _f(x, scale=1.0):
