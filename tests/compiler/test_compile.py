@@ -80,6 +80,49 @@ def test_training_step_compiled_matches_eager(opt_name):
     assert step.traces == 1  # zero_grad() leaves every .grad None at the start of each step
 
 
+LOSSES = {  # module, target maker, whether the model's output goes through log_softmax
+    "cross_entropy": (lambda: nn.CrossEntropyLoss(label_smoothing=0.1),
+                      lambda rng: jitgrad.tensor(rng.integers(0, 3, 5)), False),
+    "mse": (nn.MSELoss, lambda rng: jitgrad.tensor(rng.standard_normal((5, 3)).astype("float32")),
+            False),
+    "nll": (nn.NLLLoss, lambda rng: jitgrad.tensor(rng.integers(0, 3, 5)), True),
+}
+
+
+@pytest.mark.parametrize("loss_name", sorted(LOSSES))
+def test_every_layer_and_loss_module_in_a_compiled_step(loss_name):
+    make_loss, target, log_softmax = LOSSES[loss_name]
+    loss_fn = make_loss()
+
+    def model():
+        jitgrad.manual_seed(0)
+        return nn.Sequential(nn.Linear(6, 16), nn.LayerNorm(16), nn.GELU(), nn.Dropout(0.1),
+                             nn.Linear(16, 8), nn.Softplus(), nn.Sigmoid(), nn.Identity(),
+                             nn.Linear(8, 3))
+
+    def step(model, opt, x, y):
+        opt.zero_grad()
+        out = model(x)
+        loss = loss_fn(out.log_softmax(1) if log_softmax else out, y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    model_c, model_e = model(), model()
+    opt_c = jitgrad.optim.AdamW(model_c.parameters(), lr=0.01)
+    opt_e = jitgrad.optim.AdamW(model_e.parameters(), lr=0.01)
+    compiled = jitgrad.compile(step)
+    rng = helpers.rng_for("layers", loss_name)
+    for i in range(STEPS):
+        x, y = jitgrad.tensor(rng.standard_normal((5, 6)).astype("float32")), target(rng)
+        jitgrad.manual_seed(i)  # the same dropout masks
+        compiled(model_c, opt_c, x, y)
+        jitgrad.manual_seed(i)
+        step(model_e, opt_e, x, y)
+        _assert_same_training_state(model_c, opt_c, model_e, opt_e, f"step {i}")
+    assert compiled.traces == 1 and compiled.breaks == [] and compiled.eager_calls == 0
+
+
 def test_training_step_matches_torch():
     """The compiled SGD-with-momentum step against torch, weights copied over."""
     torch = helpers.require_torch()
