@@ -28,8 +28,14 @@ from ..tensor import Tensor
 from .program import SMALL_ELEMENTS, Ref, Segment, iter_refs
 
 NAME = "scalar tape"
-F32, F64, BOOL = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.bool_)
-_ARENA_DTYPES = (F32, F64, BOOL)  # held exactly by a float64 cell
+F32, F64, BOOL, I64 = (np.dtype(t) for t in (np.float32, np.float64, np.bool_, np.int64))
+# Held exactly by a float64 cell; int64 only as made by a run (see _SELECTIONS).
+_ARENA_DTYPES = (F32, F64, BOOL, I64)
+# Formulas that only pick one of their operands: on integers they run as float64
+# rows, exact for integers of magnitude up to 2**53 (the backward pass makes 0/1
+# masks with them, e.g. where(c, 1, 0)).
+_SELECTIONS = frozenset(("where", "masked_fill"))
+_EXACT_INT = 2 ** 53
 # Runs shorter than this stay in Python: a segment's own cost (input copies, a
 # call, result Tensors) is about that of one eager op.
 MIN_RUN = 2
@@ -107,28 +113,23 @@ class _Lowering:
         got = self.loc.get(s)
         if got is None:
             m = _check_meta(self.meta[s])
+            if m.dtype == I64:
+                raise _Unsupported("int64 values from outside the run may not fit a float64")
             got = self.loc[s] = self.alloc(m.shape)
             self.inputs.append((s, int(got.reshape(-1)[0]) if got.size else 0))
         return got
 
-    def emit(self, opcode, out, *cols):
-        out = out.reshape(-1)
-        k = out.size
-        if not k:
-            return
-        rows = np.zeros((k, 5), dtype=np.int32)
-        rows[:, 0] = opcode
-        rows[:, 1] = out
-        for j, c in enumerate(cols):
-            rows[:, 2 + j] = np.broadcast_to(c, out.shape if c.ndim else ()).reshape(-1) \
-                if c.size == k else c.reshape(-1)
-        self.rows.append(rows)
-
     def apply(self, opcode, shape, *cols):
         """New cells of `shape` holding the opcode's function of `cols` (cell
-        arrays broadcast to `shape`)."""
+        arrays broadcast to `shape`), one tape row per cell."""
         out = self.alloc(shape)
-        self.emit(opcode, out, *(np.broadcast_to(c, shape) for c in cols))
+        if out.size:
+            rows = np.zeros((out.size, 5), dtype=np.int32)
+            rows[:, 0] = opcode
+            rows[:, 1] = out.reshape(-1)
+            for j, c in enumerate(cols):
+                rows[:, 2 + j] = np.broadcast_to(c, shape).reshape(-1)
+            self.rows.append(rows)
         return out
 
     def opcode(self, name, dtype):
@@ -210,8 +211,6 @@ class _Lowering:
             if type(v) is Ref:
                 vm = _check_meta(self.meta[v])
                 if a not in op.bool_args:
-                    if vm.dtype not in (F32, F64, BOOL):
-                        raise _Unsupported("integer operand")
                     (dims if vm.shape else zero).append(vm.dtype)
             elif type(v) in (float, int, bool):
                 if a not in op.bool_args:
@@ -223,8 +222,11 @@ class _Lowering:
                                          op.bool_promotes)
         except TypeError:
             raise _Unsupported("dtype") from None
-        if kdt not in (F32, F64) or m.dtype != (BOOL if op.bool_out else kdt) or res != kdt:
+        if m.dtype != (BOOL if op.bool_out else res):
             raise _Unsupported("dtype")
+        if kdt == I64 and op.name in _SELECTIONS and all(
+                abs(v) <= _EXACT_INT for v in scalars):
+            kdt = F64
         code = self.opcode(op.name, kdt)
         cols = []
         for a, v in zip(op.args, operands):
@@ -305,7 +307,7 @@ def _check_meta(m):
     return m
 
 
-def _float(low, m):
+def _float(m):
     if m.dtype not in (F32, F64):
         raise _Unsupported("not a float tensor")
     return m.dtype
@@ -333,7 +335,7 @@ def _filled(value):
 
 def _sum(low, x, dim=None, keepdim=False, dtype=None):
     m = low.meta[x]
-    kdt = _float(low, m)
+    kdt = _float(m)
     if dtype is not None:
         raise _Unsupported("sum(dtype=)")
     cells = low.cells(x)
@@ -348,7 +350,7 @@ def _squeeze(cells, axes):
 
 def _mean(low, x, dim=None, keepdim=False, dtype=None):
     m = low.meta[x]
-    kdt = _float(low, m)
+    kdt = _float(m)
     cells = low.cells(x)
     axes = _axes(dim, cells.ndim)
     if dtype is not None or not cells.size:
@@ -361,7 +363,7 @@ def _mean(low, x, dim=None, keepdim=False, dtype=None):
 
 def _sum_to_size(low, x, *shape):
     cells = low.cells(x)
-    _float(low, low.meta[x])
+    _float(low.meta[x])
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     lead = cells.ndim - len(shape)
@@ -374,7 +376,7 @@ def _sum_to_size(low, x, *shape):
 
 def _softmax(log):
     def rule(low, x, dim, dtype=None):
-        kdt = _float(low, low.meta[x])
+        kdt = _float(low.meta[x])
         cells = low.cells(x)
         if dtype is not None or not cells.size:
             raise _Unsupported("softmax form")
@@ -395,10 +397,18 @@ def _index_put_zeros(low, g, shape, key):
     if any(True for _ in iter_refs(key)):
         raise _Unsupported("tensor key")
     k, advanced = indexing._norm_key(key, len(shape))
-    if advanced:
-        raise _Unsupported("advanced key")  # duplicates would add
     out = low.const(0.0, tuple(shape)).copy()
-    out[k] = cells
+    if not advanced:
+        out[k] = cells
+        return out
+    # np.add.at: each element added into zeros, repeated indices in order
+    kdt = _float(low.meta[g])
+    add = low.opcode("add", kdt)
+    flat = out.reshape(-1)
+    where = np.arange(flat.size).reshape(shape)[k]
+    for pos, cell in zip(where.reshape(-1).tolist(),
+                         np.broadcast_to(cells, where.shape).reshape(-1).tolist()):
+        flat[pos] = low.apply(add, (), np.array(flat[pos]), np.array(cell))
     return out
 
 
@@ -482,7 +492,8 @@ def scalar_tape(meta, instrs, keep, taken):
         i = max(i, start + 1)
 
 
-_STORES = {F32: interp.STORE_F32, F64: interp.STORE_F64, BOOL: interp.STORE_BOOL}
+_STORES = {F32: interp.STORE_F32, F64: interp.STORE_F64, BOOL: interp.STORE_BOOL,
+           I64: interp.STORE_I64}
 _NO_OUTPUT = {dt: np.empty(0, dt) for dt in _STORES}
 
 
@@ -503,7 +514,7 @@ class _Compiled:
                 np.full(cells.size, _STORES[m.dtype]), np.arange(at, at + cells.size), cells,
                 np.zeros((cells.size, 2), dtype=np.int64)]))
             self.outs.append((s, list(_STORES).index(m.dtype), at, at + cells.size, m.shape))
-        self.sizes = tuple(sizes[dt] for dt in _STORES)
+        self.buffers = [(sizes[dt], dt) for dt in _STORES]
         rows = np.concatenate(low.rows + stores) if low.rows or stores else \
             np.zeros((0, 5), dtype=np.int64)
         self.code = _optimize(rows, low.n)
@@ -526,8 +537,8 @@ class _Compiled:
         except IndexError:
             arena, views = self._state()
         for s, v in views:
-            np.copyto(v, env[s]._data, casting="unsafe")
-        bufs = [np.empty(n, dt) if n else _NO_OUTPUT[dt] for n, dt in zip(self.sizes, _STORES)]
+            v[...] = env[s]._data  # cast to float64 (bool: 0 or 1)
+        bufs = [np.empty(n, dt) if n else _NO_OUTPUT[dt] for n, dt in self.buffers]
         self.kernel(self.code, arena, *bufs)
         self.pool.append((arena, views))
         for s, k, a, b, shape in self.outs:

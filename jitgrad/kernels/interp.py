@@ -24,13 +24,14 @@ DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _NARGS = 3  # operand columns a, b, c
 
 # Opcodes that are not formulas: a float32 rounding of a float64 value, and the
-# stores into the float32, float64 and bool output buffers.
-ROUND32, STORE_F32, STORE_F64, STORE_BOOL = range(4)
+# stores into the float32, float64, bool and int64 output buffers.
+ROUND32, STORE_F32, STORE_F64, STORE_BOOL, STORE_I64 = range(5)
 _FIXED_LINES = {
     ROUND32: ["_A[_o] = f64(f32(_A[_a]))"],
     STORE_F32: ["_o32[_o] = f32(_A[_a])"],
     STORE_F64: ["_o64[_o] = _A[_a]"],
     STORE_BOOL: ["_ob[_o] = _A[_a] != 0.0"],
+    STORE_I64: ["_oi[_o] = np.int64(_A[_a])"],
 }
 _SCALAR = {"float32": "f32", "float64": "f64"}
 
@@ -89,10 +90,10 @@ def opcodes(ops):
     called = sorted(set(re.findall(r"_vm\.(\w+)\(", text)))
     text = re.sub(r"_vm\.(\w+)\(", r"_\1(", text)
     helpers = "".join(_helper(name) for name in called)
-    sig = "void(int32[:, ::1], float64[::1], float32[::1], float64[::1], boolean[::1])"
+    sig = "void(int32[:, ::1], float64[::1], float32[::1], float64[::1], boolean[::1], int64[::1])"
     source = (header("_vm." if called else "") + "f32 = np.float32\nf64 = np.float64\n\n\n" + helpers +
               f"@numba.njit({sig!r}, cache=True, nogil=True, error_model='numpy')\n"
-              "def kernel(_code, _A, _o32, _o64, _ob):\n"
+              "def kernel(_code, _A, _o32, _o64, _ob, _oi):\n"
               "    for _i in range(_code.shape[0]):\n"
               "        _k = _code[_i, 0]\n"
               "        _o = _code[_i, 1]\n"
