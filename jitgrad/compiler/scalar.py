@@ -8,13 +8,15 @@ indexing with constant keys, stack, unbind, expand, broadcasting, zeros)
 becomes a remapping of cell numbers at lowering time and costs nothing when
 the program runs; what computes (elementwise ops, reductions, softmax)
 becomes one tape row per scalar result. Float32 rows compute in float32
-with the formulas of the eager kernels, so results match eager mode (bit
-for bit for elementwise ops; reductions add in numpy's order). A run costs
-one copy per input tensor, one interpreter call, and one Tensor per result
-that the rest of the program reads.
+with the formulas of the eager kernels, and reductions add in numpy's order,
+so results match eager mode to an ulp or two (the math functions are the C
+library's, see kernels/interp.py). A run costs one copy per input tensor,
+one interpreter call, and one Tensor per result that the rest of the
+program reads.
 
-Views become copies: an instruction touching a tensor that the program also
-changes in place is left to the Python tier, and so is anything not in the
+Views become copies: a view of a tensor that the program changes in place
+is left to the Python tier (there it stays a view), and so is a view the
+program returns of a tensor the caller also sees, and anything not in the
 tables below (it is never approximated).
 """
 import numpy as np
@@ -62,10 +64,11 @@ class _Unsupported(Exception):
 
 # ---- what the lowering reads from instructions ---------------------------------------
 
-def _in_place_roots(instrs):
-    """Slots whose storage an in-place instruction changes, together with every
-    view of them (by the view ops below): eager views see the change, this
-    executor's copies would not."""
+def _changed_in_place(instrs):
+    """Slots that share storage, eagerly, with a tensor an in-place instruction
+    changes: its views (by the view ops below), their views, and what they view.
+    Made here, such a view would be a copy the change does not reach; reading
+    them is fine (a run copies its inputs when it starts, in program order)."""
     root = {}
     for ins in instrs:
         if ins.name in _VIEWS:
@@ -74,7 +77,7 @@ def _in_place_roots(instrs):
                 root[int(r)] = root.get(src[0], src[0]) if src else int(r)
     hit = {root.get(int(ins.args[0]), int(ins.args[0])) for ins in instrs
            if ins.inplace and ins.args and type(ins.args[0]) is Ref}
-    return {s for s in range(max(root, default=-1) + 1) if root.get(s, s) in hit} | hit
+    return {s for s, r in root.items() if r in hit} | hit
 
 
 class _Lowering:
@@ -448,8 +451,8 @@ def _gelu(low, x, approximate="none"):
 # counterpart would give the values of.
 _VIEWS = ("reshape", "view", "narrow", "select", "getitem", "expand", "expand_as",
           "broadcast_to", "unbind", "squeeze", "unsqueeze", "transpose", "permute", "t",
-          "flatten", "contiguous", "clone", "split", "chunk")
-_MOVES = frozenset(_VIEWS + ("stack", "cat", "flip"))
+          "flatten", "contiguous", "split", "chunk")
+_MOVES = frozenset(_VIEWS + ("stack", "cat", "flip", "clone"))
 
 _RULES = {
     "sum": _sum, "mean": _mean, "sum_to_size": _sum_to_size,
@@ -467,7 +470,7 @@ _RULES = {
 
 def scalar_tape(meta, instrs, keep, taken):
     """Segments over the maximal runs of instructions this executor lowers."""
-    mutated = _in_place_roots(instrs)
+    changed = _changed_in_place(instrs)
     last = {}
     for i, ins in enumerate(instrs):
         for r in ins.reads():
@@ -479,7 +482,7 @@ def scalar_tape(meta, instrs, keep, taken):
         low = None
         while i < n and i not in taken:
             ins = instrs[i]
-            if any(int(r) in mutated for r in ins.reads() + ins.writes()):
+            if ins.name in _VIEWS and any(int(r) in changed for r in ins.writes()):
                 break
             if table is None:
                 table = _interpreter()[0]

@@ -5,13 +5,15 @@ A scalar tape is an int32 array of rows (opcode, out, a, b, c) over one
 float64 arena: row i sets arena[out] to the opcode's function of arena[a],
 arena[b], arena[c], or stores arena[a] into element `out` of one of the output
 buffers. Each elementwise op of the formula table (ops/registry.py REGISTRY)
-gives one opcode per float dtype: its forward formula, in that dtype's
-arithmetic with the same math functions as its eager kernel, so a float32 row
-rounds as eager float32 does and gives eager's bits. The interpreter is
-generated once from the table and disk-cached (kernels/cache.py): its compile
-time does not depend on any program, which is data.
+gives one opcode per float dtype: its forward formula in that dtype's
+arithmetic, so a float32 row rounds as an eager float32 kernel does. Math
+functions are the C library's (expr.MATH), not kernels/vmath.py's: both are
+within an ulp or two of exact, and vmath's functions, compiled into every
+branch, made the interpreter take 25-40 s to compile instead of 9 s. The
+interpreter is generated once from the table and disk-cached
+(kernels/cache.py): its compile time does not depend on any program, which
+is data.
 """
-import inspect
 import re
 
 import numpy as np
@@ -45,19 +47,12 @@ def _branch(op, dtype, k):
     for a, col in zip(op.args, ("_a", "_b", "_c")):
         src = f"_A[{col}] != 0.0" if a in op.bool_args else f"{t}(_A[{col}])"
         lines.append(f"{rename[a]} = {src}")
-    code = re.sub(r"\bT\(", f"{t}(", to_scalar_code(op.out_body, rename, dtype.name))
+    code = re.sub(r"\bT\(", f"{t}(", to_scalar_code(op.out_body, rename))  # libm: no dtype
     if op.bool_out:
         lines.append(f"_A[_o] = 1.0 if {code} else 0.0")
     else:
         lines.append(f"_A[_o] = f64({t}({code}))")
     return lines
-
-
-def _helper(name):
-    from . import vmath
-    params = ", ".join(inspect.signature(getattr(vmath, name).py_func).parameters)
-    return (f"@numba.njit(cache=True, nogil=True, error_model='numpy')\n"
-            f"def _{name}({params}):\n    return _vm.{name}({params})\n\n\n")
 
 
 def _dispatch(branches, indent):
@@ -84,14 +79,8 @@ def opcodes(ops):
             branches.append((k, _branch(op, dt, k)))
     body = _dispatch(branches, "        ")
     text = "\n".join(body)
-    # Each math function is compiled once, as a function of its own, and called
-    # from every branch that uses it: inlined into each, the interpreter took
-    # minutes to compile.
-    called = sorted(set(re.findall(r"_vm\.(\w+)\(", text)))
-    text = re.sub(r"_vm\.(\w+)\(", r"_\1(", text)
-    helpers = "".join(_helper(name) for name in called)
     sig = "void(int32[:, ::1], float64[::1], float32[::1], float64[::1], boolean[::1], int64[::1])"
-    source = (header("_vm." if called else "") + "f32 = np.float32\nf64 = np.float64\n\n\n" + helpers +
+    source = (header() + "f32 = np.float32\nf64 = np.float64\n\n\n"
               f"@numba.njit({sig!r}, cache=True, nogil=True, error_model='numpy')\n"
               "def kernel(_code, _A, _o32, _o64, _ob, _oi):\n"
               "    for _i in range(_code.shape[0]):\n"

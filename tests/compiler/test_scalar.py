@@ -17,8 +17,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "asv_bench"))
 from eager_small_ops import _w7_graph  # noqa: E402
 
-# float32 rows compute as eager kernels do; softmax's exp is numpy's in eager mode
-# and vmath's here, and reductions may add in another order: a few ulps apart.
+# float32 rows compute in float32 as eager kernels do, with the C library's math
+# functions where eager kernels use kernels/vmath.py's: an ulp or two apart.
 TOL = {np.float32: dict(rtol=1e-5, atol=1e-6), np.float64: dict(rtol=1e-12, atol=1e-14)}
 
 
@@ -35,10 +35,10 @@ def leaves(*arrays):
     return [jitgrad.tensor(a, requires_grad=a.dtype.kind == "f") for a in arrays]
 
 
-def check_steps(step, arrays, steps=3, claimed=None):
-    """Run `step` eagerly and compiled (the first compiled call traces) on twin
-    leaves; compare results and .grad after every step. Returns the explain()
-    report of the capture."""
+def check_steps(step, arrays, steps=4):
+    """Run `step` eagerly and compiled on twin leaves; compare results and .grad
+    after every step (the first two compiled calls trace: .grad None, then set).
+    Returns the explain() report of the capture."""
     eager, comp = leaves(*arrays), leaves(*arrays)
     f = jitgrad.compile(step)
     for _ in range(steps):
@@ -51,10 +51,7 @@ def check_steps(step, arrays, steps=3, claimed=None):
             assert (e.grad is None) == (c.grad is None)
             if e.grad is not None:
                 assert_close(c.grad._data, e.grad._data)
-    report = jitgrad.compile.explain(step, *leaves(*arrays))
-    if claimed is not None:
-        assert report.executors["forward"].get(scalar.NAME, (0, 0))[1] == claimed, report
-    return report
+    return jitgrad.compile.explain(step, *leaves(*arrays))
 
 
 def scalar_instructions(report):
