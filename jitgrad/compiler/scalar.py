@@ -19,6 +19,8 @@ is left to the Python tier (there it stays a view), and so is a view the
 program returns of a tensor the caller also sees, and anything not in the
 tables below (it is never approximated).
 """
+import math
+
 import numpy as np
 
 from .. import dtypes as _dt
@@ -89,14 +91,14 @@ class _Lowering:
         self.inputs = []    # (slot, first cell): read from the slot list when run
         self.n = 0          # cells so far
         self.consts = {}    # float64 bits -> cell
-        self.rows = []      # int32 arrays of tape rows (opcode, out, a, b, c)
+        self.rows = []      # tape rows (opcode, out, a, b, c): tuples, or arrays of them
         self.root = {}      # slot made by a view op -> the slot it views (eagerly)
         self.kept_roots = set()
         self.made = set()   # slots made by this run's instructions
 
     # -- cells --
     def alloc(self, shape):
-        size = int(np.prod(shape, dtype=np.int64))
+        size = math.prod(shape)
         cells = np.arange(self.n, self.n + size, dtype=np.int64).reshape(shape)
         self.n += size
         return cells
@@ -126,14 +128,32 @@ class _Lowering:
         """New cells of `shape` holding the opcode's function of `cols` (cell
         arrays broadcast to `shape`), one tape row per cell."""
         out = self.alloc(shape)
-        if out.size:
-            rows = np.zeros((out.size, 5), dtype=np.int32)
+        if out.size == 1:  # most rows of graphs of 0-d tensors: no arrays
+            self.rows.append((opcode, int(out.flat[0]), *(int(c.flat[0]) for c in cols)))
+        elif out.size:
+            rows = np.zeros((out.size, 5), dtype=np.int64)
             rows[:, 0] = opcode
             rows[:, 1] = out.reshape(-1)
             for j, c in enumerate(cols):
-                rows[:, 2 + j] = np.broadcast_to(c, shape).reshape(-1)
+                rows[:, 2 + j] = c.reshape(-1) if c.shape == shape else \
+                    np.broadcast_to(c, shape).reshape(-1)
             self.rows.append(rows)
         return out
+
+    def tape(self):
+        """The rows so far as one (n, 5) int64 array."""
+        parts, single = [], []
+        for r in self.rows:
+            if type(r) is tuple:
+                single.append(r + (0,) * (5 - len(r)))
+            else:
+                if single:
+                    parts.append(np.array(single, dtype=np.int64))
+                    single = []
+                parts.append(r)
+        if single:
+            parts.append(np.array(single, dtype=np.int64))
+        return np.concatenate(parts) if parts else np.zeros((0, 5), dtype=np.int64)
 
     def opcode(self, name, dtype):
         try:
@@ -159,10 +179,14 @@ class _Lowering:
         if not outs or type(ins.outs) not in (Ref, tuple, list) or ins.inplace:
             raise _Unsupported("no new tensor result")
         reads = {int(r) for r in ins.reads()}
+        if type(ins.outs) is Ref and int(ins.outs) in reads and (
+                ins.op is not None or ins.name in _RULES or ins.name in _MOVES):
+            self.cells(ins.outs)  # an op that gave back its input (sum_to_size to its shape)
+            return
         for r in outs:
             _check_meta(self.meta[r])
             if int(r) in reads or int(r) in self.loc:
-                raise _Unsupported("returns an input as it is")
+                raise _Unsupported("gives back one of its inputs")
         self.out_meta = self.meta[outs[0]]
         if ins.op is not None:
             if ins.kwargs or len(ins.args) != ins.op.n_args + 1:
@@ -262,7 +286,7 @@ class _Lowering:
         nd = cells.ndim
         kept = [d for d in range(nd) if d not in axes]
         shape = tuple(1 if d in axes else s for d, s in enumerate(cells.shape))
-        n = int(np.prod([cells.shape[d] for d in axes], dtype=np.int64))
+        n = math.prod(cells.shape[d] for d in axes)
         table = np.transpose(cells, kept + list(axes)).reshape(-1, n)
         cols = [table[:, j] for j in range(n)]
         code = self.opcode(name, dtype)
@@ -338,13 +362,27 @@ def _filled(value):
 
 def _sum(low, x, dim=None, keepdim=False, dtype=None):
     m = low.meta[x]
-    kdt = _float(m)
     if dtype is not None:
         raise _Unsupported("sum(dtype=)")
+    # Counts (a bool or int64 tensor made by the run) add exactly as float64 rows.
+    kdt = F64 if m.dtype in (BOOL, I64) and low.out_meta.dtype == I64 else _float(m)
     cells = low.cells(x)
     axes = _axes(dim, cells.ndim)
     out = low.reduce(cells, axes, "add", kdt)
     return out if keepdim else _squeeze(out, axes)
+
+
+def _extreme(name):
+    """amax/amin: picks, so any order gives eager's value (NaN wins, as numpy's)."""
+    def rule(low, x, dim=(), keepdim=False):
+        kdt = _float(low.meta[x])
+        cells = low.cells(x)
+        axes = _axes(None if dim == () else dim, cells.ndim)
+        if not cells.size:
+            raise _Unsupported("empty")
+        out = low.reduce(cells, axes, name, kdt)
+        return out if keepdim else _squeeze(out, axes)
+    return rule
 
 
 def _squeeze(cells, axes):
@@ -358,7 +396,7 @@ def _mean(low, x, dim=None, keepdim=False, dtype=None):
     axes = _axes(dim, cells.ndim)
     if dtype is not None or not cells.size:
         raise _Unsupported("mean form")
-    count = int(np.prod([cells.shape[a] for a in axes], dtype=np.int64))
+    count = math.prod(cells.shape[a] for a in axes)
     total = low.reduce(cells, axes, "add", kdt)
     out = low.binary("div", kdt, total, low.const(float(kdt.type(count))))
     return out if keepdim else _squeeze(out, axes)
@@ -426,6 +464,38 @@ def _to_dtype(low, x, dtype):
     return cells  # exact: float32 and bool values are float64 values
 
 
+# Above this many products a matmul is BLAS's (the Python tier's): as tape rows
+# (a multiply and an add each) it would cost more than the call it saves.
+MATMUL_PRODUCTS = 1 << 14
+
+
+def _matmul_cells(low, a, b):
+    """Cells of np.matmul(a, b) (cell arrays of one float dtype `kdt`): the
+    products, then their sums in order along the inner dimension."""
+    kdt = low.out_meta.dtype
+    a2 = a[None, :] if a.ndim == 1 else a
+    b2 = b[:, None] if b.ndim == 1 else b
+    n, k, m = a2.shape[-2], a2.shape[-1], b2.shape[-1]
+    batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+    if math.prod(batch) * n * k * m > MATMUL_PRODUCTS or not k:
+        raise _Unsupported("matmul size")
+    shape = batch + (n, k, m)
+    prod = low.apply(low.opcode("mul", kdt), shape, a2[..., :, :, None], b2[..., None, :, :])
+    out = low.reduce(prod, (len(shape) - 2,), "add", kdt).reshape(batch + (n, m))
+    if a.ndim == 1:
+        out = out[..., 0, :]
+    if b.ndim == 1:
+        out = out[..., 0]
+    return out
+
+
+def _matmul(low, a, b):
+    ma, mb = low.meta[a], low.meta[b]
+    if ma.dtype != mb.dtype or low.out_meta.dtype != _float(ma):
+        raise _Unsupported("matmul dtypes")
+    return _matmul_cells(low, low.cells(a), low.cells(b))
+
+
 def _elementwise_alias(name, order):
     """A rule running formula `name` on the operands in `order` (a method such as
     __rsub__ computes sub(other, self))."""
@@ -456,6 +526,7 @@ _MOVES = frozenset(_VIEWS + ("stack", "cat", "flip", "clone"))
 
 _RULES = {
     "sum": _sum, "mean": _mean, "sum_to_size": _sum_to_size,
+    "amax": _extreme("maximum"), "amin": _extreme("minimum"),
     "softmax": _softmax(False), "log_softmax": _softmax(True),
     "index_put_zeros": _index_put_zeros, "to_dtype": _to_dtype,
     "zeros_as": _filled(0.0), "zeros_like": _filled(0.0), "ones_like": _filled(1.0),
@@ -463,6 +534,7 @@ _RULES = {
     "__rsub__": _elementwise_alias("sub", (1, 0)),
     "__rtruediv__": _elementwise_alias("div", (1, 0)),
     "__rpow__": _elementwise_alias("pow", (1, 0)),
+    "matmul": _matmul, "mm": _matmul, "bmm": _matmul, "dot": _matmul,
 }
 
 
@@ -518,9 +590,7 @@ class _Compiled:
                 np.zeros((cells.size, 2), dtype=np.int64)]))
             self.outs.append((s, list(_STORES).index(m.dtype), at, at + cells.size, m.shape))
         self.buffers = [(sizes[dt], dt) for dt in _STORES]
-        rows = np.concatenate(low.rows + stores) if low.rows or stores else \
-            np.zeros((0, 5), dtype=np.int64)
-        self.code = _optimize(rows, low.n)
+        self.code = _optimize(np.concatenate([low.tape()] + stores), low.n)
         self.arena = np.zeros(low.n)
         for key, cell in low.consts.items():
             self.arena[cell] = np.frombuffer(key, dtype=np.float64)[0]
@@ -530,7 +600,7 @@ class _Compiled:
 
     def _state(self):
         arena = self.arena.copy()
-        views = [(s, arena[first:first + int(np.prod(shape, dtype=np.int64))].reshape(shape))
+        views = [(s, arena[first:first + math.prod(shape)].reshape(shape))
                  for s, first, shape in self.inputs]
         return arena, views
 
@@ -555,23 +625,26 @@ def _optimize(code, n_cells):
     checks)."""
     stores = set(_STORES.values())
     alias = list(range(n_cells))
-    seen, rows = {}, []
-    for k, o, a, b, c in code.tolist():
+    seen = {}
+    cols = [[] for _ in range(5)]  # lists of ints: not objects the garbage collector walks
+    for k, o, a, b, c in zip(*(code[:, j].tolist() for j in range(5))):
         a, b, c = alias[a], alias[b], alias[c]
         if k not in stores:
             prev = seen.setdefault((k, a, b, c), o)
             if prev != o:
                 alias[o] = prev
                 continue
-        rows.append((k, o, a, b, c))
+        for col, v in zip(cols, (k, o, a, b, c)):
+            col.append(v)
     need = bytearray(n_cells)
-    live = []
-    for row in reversed(rows):
-        k, o, a, b, c = row
-        if k in stores or need[o]:
-            live.append(row)
-            need[a] = need[b] = need[c] = 1
-    code = np.array(live[::-1], dtype=np.int32).reshape(-1, 5)
+    live = bytearray(len(cols[0]))
+    ks, os_, as_, bs, cs = cols
+    for i in range(len(ks) - 1, -1, -1):
+        if ks[i] in stores or need[os_[i]]:
+            live[i] = 1
+            need[as_[i]] = need[bs[i]] = need[cs[i]] = 1
+    keep = np.frombuffer(bytes(live), dtype=bool)
+    code = np.ascontiguousarray(np.array(cols, dtype=np.int32).T[keep]).reshape(-1, 5)
     computed = ~np.isin(code[:, 0], list(stores))
     if len(code) and (code[:, 2:].max() >= n_cells or code[computed, 1].max(initial=0)
                       >= n_cells or code.min() < 0):

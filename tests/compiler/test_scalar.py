@@ -298,3 +298,29 @@ def test_a_second_process_compiles_nothing(tmp_path):
     second, out2 = run()
     assert first > 0 and second == 0
     assert out1 == out2 and "'scalar tape'" in out1
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_small_matmuls_and_extremes(dtype):
+    rng = np.random.default_rng(0)
+
+    def step(a, b, v, w):
+        h = (a @ w.t()).tanh()                                    # (3, 4) @ (4, 5)
+        m = h @ b + jitgrad.mm(a, w.t()).sum()                    # (3, 5) @ (5,)
+        out = m.dot(v) + h.amax() + h.amin(0).sum() + h.amax(1, True).sum()
+        bb = jitgrad.bmm(h.reshape(1, 3, 5), jitgrad.stack([w]))  # (1, 3, 4)
+        out = out + bb.sum()
+        out.backward()
+        return out
+    report = check_steps(step, [rng.standard_normal(s).astype(dtype)
+                                for s in ((3, 4), (5,), (3,), (5, 4))])
+    assert scalar_instructions(report) == report.forward_ops - 4  # the leaves' accumulations
+
+
+def test_a_large_matmul_is_left_to_blas():
+    def step(a, b):
+        return (a @ b).sum() * 2
+    report = check_steps(step, [np.ones((64, 64)), np.ones((64, 64))])
+    matmuls = [c for ins, c in zip(report.program.instrs, _claimed(report.program))
+               if ins.name == "matmul"]
+    assert matmuls and not any(matmuls)
