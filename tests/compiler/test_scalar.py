@@ -324,3 +324,32 @@ def test_a_large_matmul_is_left_to_blas():
     matmuls = [c for ins, c in zip(report.program.instrs, _claimed(report.program))
                if ins.name == "matmul"]
     assert matmuls and not any(matmuls)
+
+
+@pytest.mark.parametrize("opt", ["SGD", "Adam"])
+def test_a_training_step_matches_eager(opt):
+    """Parameters are read by identity and changed in place by the optimizer."""
+    def model():
+        rng = np.random.default_rng(0)
+        return [jitgrad.tensor(rng.uniform(-0.5, 0.5, s).astype(np.float32), requires_grad=True)
+                for s in ((4, 8), (8,), (8, 3), (3,))]
+    rng = np.random.default_rng(1)
+    x = jitgrad.tensor(rng.standard_normal((5, 4)).astype(np.float32))
+    t = jitgrad.tensor(rng.standard_normal((5, 3)).astype(np.float32))
+    kw = dict(lr=0.1, momentum=0.9) if opt == "SGD" else dict(lr=0.01)
+
+    def step(ps, o):
+        o.zero_grad()
+        w1, b1, w2, b2 = ps
+        loss = ((((x @ w1 + b1).tanh() @ w2 + b2) - t) ** 2).mean()
+        loss.backward()
+        o.step()
+        return loss
+    pe, pc = model(), model()
+    oe, oc = (getattr(jitgrad.optim, opt)(p, **kw) for p in (pe, pc))
+    f = jitgrad.compile(step)
+    for _ in range(5):
+        assert_close(f(pc, oc)._data, step(pe, oe)._data)
+        for a, b in zip(pc, pe):
+            assert_close(a._data, b._data)
+    assert any(s.executor == scalar.NAME for s in f.entries()[-1].program.forward_tape.segments)
