@@ -218,7 +218,7 @@ def compile(model=None, *, fullgraph=False, dynamic=False, mode=None):
     >>> x.grad = None
     >>> f(x).backward()   # replayed
     >>> x.grad
-    tensor([1.3564, 1.3818])
+    tensor([0.9182, 1.3818])
     """
     options = dict(fullgraph=fullgraph, dynamic=dynamic, mode=mode)
     if model is None:

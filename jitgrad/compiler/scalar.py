@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from .. import dtypes as _dt
-from ..kernels import interp
+from ..kernels import cache, interp
 from ..ops import indexing
 from ..ops.reduce import _axes
 from ..ops.registry import REGISTRY
@@ -51,7 +51,8 @@ MAX_CELLS = 1 << 22
 # op and float dtype. (Ops registered later by a user run in the Python tier;
 # adding them would change, and recompile, the interpreter.)
 _TABLE_OPS = tuple(REGISTRY[k] for k in sorted(REGISTRY))
-_interp = []
+_interp = []  # (opcode table, interpreter) once loaded
+cache.on_clear(_interp.clear)
 
 
 def _interpreter():
