@@ -3,9 +3,11 @@ signature and replay it as a program (see docs/compile.md)."""
 from .api import RECOMPILE_LIMIT, CompiledFunction, CompiledModule, compile
 from .explain import ExplainOutput, explain
 from .program import EXECUTORS
+from .scalar import scalar_tape
 from .trace import Unsupported
 
 compile.explain = explain
+EXECUTORS.append(scalar_tape)
 
 __all__ = ["compile", "explain", "CompiledFunction", "CompiledModule", "ExplainOutput",
            "Unsupported", "RECOMPILE_LIMIT", "EXECUTORS"]
