@@ -2,10 +2,14 @@
 signature and replay it as a program (see docs/compile.md)."""
 from .api import RECOMPILE_LIMIT, CompiledFunction, CompiledModule, compile
 from .explain import ExplainOutput, explain
+from .fused import fused_executor
 from .program import EXECUTORS
 from .trace import Unsupported
 
 compile.explain = explain
+# First: it claims the size-1 glue between large work (the loss's ones_like) before
+# the small-tensor executor would.
+EXECUTORS.insert(0, fused_executor)
 
 __all__ = ["compile", "explain", "CompiledFunction", "CompiledModule", "ExplainOutput",
            "Unsupported", "RECOMPILE_LIMIT", "EXECUTORS"]
