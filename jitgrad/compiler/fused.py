@@ -19,6 +19,9 @@ in Python before it. A kernel holds at most MAX_OPS ops, which bounds its
 compile time; a larger level is split in instruction order, and the values
 a later piece reads are stored in pooled temporaries.
 """
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from ..backend import HOST_ARRAY
@@ -27,6 +30,7 @@ from ..kernels.expr import to_scalar_code
 from ..kernels.fuse import PARALLEL_MIN_ELEMENTS, parallel_enabled
 from ..kernels.roles import role_formula
 from ..kernels.source import NUMBA_TYPE, array_type, decorator, header, length_guard
+from ..kernels.threads import get_num_threads
 from ..ops import formulas as E
 from ..tensor import Tensor
 from .program import SMALL_ELEMENTS, Ref, Segment, iter_refs, python_step
@@ -341,17 +345,18 @@ class Launch:
         self.sink_names.append(self.name(r))
 
     def source(self, modes):
-        """Numba source of this kernel; `modes`: per output, "=" (store) or "+=" (add)."""
+        """Numba source of this kernel; `modes`: per output, "=" (store) or "+=" (add).
+        It runs the blocks [lo, hi) of n elements (the threads' share, see _spread)."""
         kdt = self.run.kdt.name
-        parallel = self.run.n >= PARALLEL_MIN_ELEMENTS and parallel_enabled()
-        arr, na, nc = array_type(kdt), len(self.array_slots), len(self.scalars)
         outs = self.outs + self.sink_names
-        no, nr = len(outs), len(self.reds)
-        params = ["n"] + [f"a{j}" for j in range(na)] + [f"c{j}" for j in range(nc)] + \
-            [f"o{j}" for j in range(no)] + [f"r{j}" for j in range(nr)]
-        types = ["int64"] + [arr] * na + [NUMBA_TYPE[kdt]] * nc + [arr] * no + \
-            [array_type("float64")] * nr
-        body = [f"x{j} = a{j}[i]" for j in range(na)]
+        arrays = [f"a{j}" for j in range(len(self.array_slots))]
+        scalars = [f"c{j}" for j in range(len(self.scalars))]
+        stored = [f"o{j}" for j in range(len(outs))]
+        parts = [f"r{j}" for j in range(len(self.reds))]
+        arr = array_type(kdt)
+        types = ["int64"] * 3 + [arr] * len(arrays) + [NUMBA_TYPE[kdt]] * len(scalars) + \
+            [arr] * len(stored) + [array_type("float64")] * len(parts)
+        body = [f"x{j} = a{j}[i]" for j in range(len(arrays))]
         for k, (op, names) in enumerate(self.ops):
             args, formula = role_formula(op, ("forward",), self.run.kdt)[:2]
             code = to_scalar_code(formula, dict(zip(args, names)), dtype=kdt)
@@ -359,20 +364,20 @@ class Launch:
         body += [f"o{j}[i] {mode} {v}" for j, (v, mode) in enumerate(zip(outs, modes))]
         body += [f"b{j}[i - start] = {v}" for j, v in enumerate(self.red_names)]
         what = "fused kernel"
-        lines = [decorator("parallel" if parallel else "serial", f"void({', '.join(types)})"),
-                 f"def kernel({', '.join(params)}):",
+        lines = [decorator("serial", f"void({', '.join(types)})"),
+                 f"def kernel({', '.join(['n', 'lo', 'hi'] + arrays + scalars + stored + parts)}):",
                  f"    nb = (n + {BLOCK - 1}) // {BLOCK}"]
-        lines += ["    " + g for g in length_guard("n", params[1:1 + na] + params[1 + na + nc:
-                                                                              1 + na + nc + no],
-                                                  what)]
-        lines += ["    " + g for g in length_guard("nb", params[1 + na + nc + no:], what)]
-        lines += [f"    for blk in {'numba.prange' if parallel else 'range'}(nb):",
+        lines += ["    " + g for g in length_guard("n", arrays + stored, what)
+                  + length_guard("nb", parts, what)]
+        lines += ["    if lo < 0 or hi > nb or lo > hi:",
+                  f"        raise ValueError({what + ': blocks [lo, hi) out of range'!r})",
+                  "    for blk in range(lo, hi):",
                   f"        start = blk * {BLOCK}",
                   f"        stop = min(start + {BLOCK}, n)"]
-        lines += [f"        b{j} = np.empty({BLOCK}, np.float64)" for j in range(nr)]
+        lines += [f"        b{j} = np.empty({BLOCK}, T)" for j in range(len(parts))]
         lines.append("        for i in range(start, stop):")
         lines += ["            " + line for line in body]
-        for j in range(nr):
+        for j in range(len(parts)):
             lines += ["        " + line for line in _block_sum(f"b{j}", f"r{j}[blk]")]
         text = f"T = np.{kdt}\n\n\n" + "\n".join(lines) + "\n"
         return header(text) + text
@@ -386,7 +391,7 @@ class Launch:
     def __call__(self, env, temps):
         run = self.run
         shape, kdt, n = run.shape, run.kdt, run.n
-        args = [n]
+        args = []
         for s in self.array_slots:
             d = temps[s] if s in temps else _array(env[s], shape, kdt, s)
             args.append(d.reshape(-1))
@@ -414,7 +419,7 @@ class Launch:
         nb = (n + BLOCK - 1) // BLOCK
         parts = [np.empty(nb, np.float64) for _ in self.reds]
         args += parts
-        self.kernel(tuple(modes))(*args)
+        _spread(self.kernel(tuple(modes)), n, args)
         for (s, to_env), a in zip(self.stores, stored):
             if to_env:
                 env[s] = Tensor(a)
@@ -440,7 +445,30 @@ class Launch:
         if type(d) is not HOST_ARRAY or d.shape != self.run.shape or d.dtype != self.run.kdt \
                 or not d.flags.c_contiguous or not d.flags.writeable:
             return False
-        return not any(type(a) is HOST_ARRAY and np.may_share_memory(a, d) for a in args[1:])
+        return not any(type(a) is HOST_ARRAY and np.may_share_memory(a, d) for a in args)
+
+
+_pool = [None, None]  # [thread pool, the process that made it]
+
+
+def _spread(kernel, n, args):
+    """Run kernel(n, lo, hi, *args) over all blocks, the blocks shared out between
+    jitgrad's threads (the kernels release the GIL) from PARALLEL_MIN_ELEMENTS
+    elements on. Threads of our own rather than Numba's prange: a parallel kernel
+    compiles 2-3 times slower."""
+    nb = (n + BLOCK - 1) // BLOCK
+    k = min(get_num_threads(), nb) if n >= PARALLEL_MIN_ELEMENTS and parallel_enabled() else 1
+    if k <= 1:
+        kernel(n, 0, nb, *args)
+        return
+    if _pool[1] != os.getpid() or _pool[0]._max_workers < k - 1:
+        # a pool's threads do not survive fork: a child makes its own
+        _pool[:] = [ThreadPoolExecutor(k - 1, thread_name_prefix="jitgrad-fused"), os.getpid()]
+    cuts = [nb * j // k for j in range(k + 1)]
+    rest = [_pool[0].submit(kernel, n, cuts[j], cuts[j + 1], *args) for j in range(1, k)]
+    kernel(n, cuts[0], cuts[1], *args)
+    for f in rest:
+        f.result()
 
 
 def _plain_leaf(var):

@@ -194,7 +194,11 @@ def test_kernels_check_their_operands_lengths():
     a = np.zeros(N, np.float32)
     scalars = [np.float32(1)] * len(launch.scalars)
     nb = (N + fused.BLOCK - 1) // fused.BLOCK
+    out, parts = np.empty(N, np.float32), np.empty(nb)
+    kernel(N, 0, nb, a, *scalars, out, parts)  # the right lengths run
     with pytest.raises(ValueError, match="must have n elements"):
-        kernel(N, a[:-1], *scalars, np.empty(N, np.float32), np.empty(nb))
+        kernel(N, 0, nb, a[:-1], *scalars, out, parts)
     with pytest.raises(ValueError, match="must have n elements"):
-        kernel(N, a, *scalars, np.empty(N, np.float32), np.empty(nb - 1))
+        kernel(N, 0, nb, a, *scalars, out, parts[:-1])
+    with pytest.raises(ValueError, match="out of range"):
+        kernel(N, 0, nb + 1, a, *scalars, out, parts)
