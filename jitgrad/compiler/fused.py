@@ -15,10 +15,11 @@ reads x, adds up the loss and writes x.grad.
 A reduction's result is known only after the loop that computes it, so each
 value of a run gets a level (a reduction's is one more than its input's)
 and each level is one kernel, run in order; the size-1 glue of a level runs
-in Python before it. A kernel holds at most MAX_OPS ops, which bounds its
-compile time; a larger level is split in instruction order, and the values
-a later piece reads are stored in pooled temporaries.
+in Python before it. A kernel's ops cost at most MAX_COST (see op_cost), which
+bounds its compile time; a larger level is split in instruction order, and
+the values a later piece reads are stored in pooled temporaries.
 """
+import ast
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -35,9 +36,12 @@ from ..ops import formulas as E
 from ..tensor import Tensor
 from .program import SMALL_ELEMENTS, Ref, Segment, iter_refs, python_step
 
-# Numba's compile time grows faster than linearly with a function's length
-# (docs/how-it-works.md); a kernel of this many ops compiles in about a second.
-MAX_OPS = 48
+# Compile time per kernel is bounded through its ops' cost: 1 per op and 3 more per
+# math function it calls, which is inlined vectorized code. Measured (2 busy cores):
+# 48 multiply/adds compile in 2.0 s, 48 ops of which 12 are sin in 10.5 s, 24 of
+# which 6 are sin in 4.6 s. W1's step (31 ops, 8 calls) is one kernel of cost 55.
+MAX_COST = 64
+MATH_CALL_COST = 3
 # Elements per block of a kernel: a reduction adds up each block in float64
 # (vectorized loop into a block buffer, then eight running sums), and the blocks
 # are what the threads share out.
@@ -250,7 +254,7 @@ class Run:
                 need.add(s)
                 stack += [r[1] for r in nodes[s][1] if r[0] == "v"]
             ordered = sorted(need, key=order.__getitem__)
-            chunks = [ordered[i:i + MAX_OPS] for i in range(0, len(ordered), MAX_OPS)] or [[]]
+            chunks = _pieces(ordered, [op_cost(nodes[s][0]) for s in ordered])
             for c, chunk in enumerate(chunks):
                 later = set(s for piece in chunks[c + 1:] for s in piece)
                 reads_later = set(r[1] for s in later for r in nodes[s][1] if r[0] == "v")
@@ -288,6 +292,23 @@ class Run:
                 step(env, temps)
             else:
                 step(env)
+
+
+def op_cost(op):
+    return 1 + MATH_CALL_COST * sum(isinstance(n, ast.Call) for n in ast.walk(op.out_body))
+
+
+def _pieces(items, costs):
+    """`items` cut in order into lists whose costs add up to at most MAX_COST (an
+    item costing more stands alone); [[]] for none."""
+    pieces, cur, total = [], [], 0
+    for item, c in zip(items, costs):
+        if cur and total + c > MAX_COST:
+            pieces.append(cur)
+            cur, total = [], 0
+        cur.append(item)
+        total += c
+    return pieces + [cur] if cur or not pieces else pieces
 
 
 def _filler(out, m, value):
@@ -449,13 +470,15 @@ class Launch:
 
 
 _pool = [None, None]  # [thread pool, the process that made it]
+PIECES_PER_THREAD = 8
 
 
 def _spread(kernel, n, args):
-    """Run kernel(n, lo, hi, *args) over all blocks, the blocks shared out between
-    jitgrad's threads (the kernels release the GIL) from PARALLEL_MIN_ELEMENTS
-    elements on. Threads of our own rather than Numba's prange: a parallel kernel
-    compiles 2-3 times slower."""
+    """Run kernel(n, lo, hi, *args) over all blocks, shared out between jitgrad's
+    threads (the kernels release the GIL) from PARALLEL_MIN_ELEMENTS elements on.
+    Threads of our own rather than Numba's prange: a parallel kernel compiles 2-3
+    times slower. The blocks go in PIECES_PER_THREAD pieces per thread, each thread
+    taking the next, so a thread slowed by other work does not hold up the step."""
     nb = (n + BLOCK - 1) // BLOCK
     k = min(get_num_threads(), nb) if n >= PARALLEL_MIN_ELEMENTS and parallel_enabled() else 1
     if k <= 1:
@@ -464,9 +487,14 @@ def _spread(kernel, n, args):
     if _pool[1] != os.getpid() or _pool[0]._max_workers < k - 1:
         # a pool's threads do not survive fork: a child makes its own
         _pool[:] = [ThreadPoolExecutor(k - 1, thread_name_prefix="jitgrad-fused"), os.getpid()]
-    cuts = [nb * j // k for j in range(k + 1)]
-    rest = [_pool[0].submit(kernel, n, cuts[j], cuts[j + 1], *args) for j in range(1, k)]
-    kernel(n, cuts[0], cuts[1], *args)
+    m = min(nb, k * PIECES_PER_THREAD)
+    pieces = iter([(nb * j // m, nb * (j + 1) // m) for j in range(m)])
+
+    def work():
+        for lo, hi in pieces:  # next() on a list iterator is atomic under the GIL
+            kernel(n, lo, hi, *args)
+    rest = [_pool[0].submit(work) for _ in range(k - 1)]
+    work()
     for f in rest:
         f.result()
 
