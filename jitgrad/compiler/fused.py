@@ -284,6 +284,9 @@ class Run:
             if type(step) is Launch:
                 step.drop = [s for s in step.temp_reads if s not in seen]
                 seen.update(step.temp_reads)
+                # built now (in compile's worker thread), for gradients stored fresh;
+                # adding into an existing .grad builds its variant on first use
+                step.kernel(("=",) * (len(step.outs) + len(step.sinks)))
 
     def __call__(self, env):
         temps = {}

@@ -35,7 +35,7 @@ def compare(step, arrays, steps=4, dtype="float32", grad_of=None):
     grad_of = grad_of or [True] * len(arrays)
     eager = [jitgrad.tensor(a, requires_grad=g) for a, g in zip(arrays, grad_of)]
     comp = [jitgrad.tensor(a, requires_grad=g) for a, g in zip(arrays, grad_of)]
-    compiled = jitgrad.compile(step)
+    compiled = jitgrad.compile(step, mode="max-autotune")  # kernels built before replays
     for _ in range(steps):
         want, got = step(*eager), compiled(*comp)
         np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), **TOL[dtype])
@@ -62,6 +62,21 @@ def test_w1_compiled_equals_eager_and_runs_fused():
     launches = [s for s in run.steps if isinstance(s, fused.Launch)]
     assert len(launches) == 1
     assert launches[0].stores == [] and launches[0].array_slots == [0]
+
+
+def test_kernels_built_in_the_background_take_over_from_the_python_tier():
+    x = leaves("background", [N])[0]
+    xe, xc = jitgrad.tensor(x, requires_grad=True), jitgrad.tensor(x, requires_grad=True)
+    compiled = jitgrad.compile(w1)
+    for k in range(4):
+        if k == 2:
+            assert compiled.wait(600)
+        want, got = w1(xe), compiled(xc)
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), **TOL["float32"])
+        np.testing.assert_allclose(xc.grad.numpy(), xe.grad.numpy(), **TOL["float32"])
+    program = compiled.entries()[0].program
+    assert program.build_error is None
+    assert any(isinstance(s, fused.Run) for s, _ in program.forward_tape.steps)
 
 
 def test_w1_float64():
@@ -128,7 +143,7 @@ def test_forward_only_capture_runs_its_backward_fused_too():
         return (x.sin() * x.exp() + x).sum()
     arrays = leaves("fwd-only", [N])
     xe, xc = (jitgrad.tensor(a, requires_grad=True) for a in arrays * 2)
-    compiled = jitgrad.compile(loss_fn)
+    compiled = jitgrad.compile(loss_fn, mode="max-autotune")
     for _ in range(2):
         xe.grad = xc.grad = None
         loss_fn(xe).backward()
@@ -146,7 +161,7 @@ def test_small_tensors_are_left_to_other_executors():
 
 def test_intermediates_are_not_materialized():
     x = jitgrad.tensor(leaves("memory", [1_000_000])[0], requires_grad=True)
-    compiled = jitgrad.compile(w1)
+    compiled = jitgrad.compile(w1, mode="max-autotune")
     for _ in range(2):  # traced, then run (the kernel is loaded now)
         x.grad = None
         compiled(x)
@@ -171,7 +186,7 @@ def test_a_second_process_compiles_no_kernel(tmp_path):
             y = (jitgrad.tanh(x.sin() * 2.0) * x.cos()).sum()
             y.backward()
             return y
-        compiled = jitgrad.compile(step)
+        compiled = jitgrad.compile(step, mode="max-autotune")
         for _ in range(3):
             y = compiled(x)
         e = jitgrad.compile.explain(step, x)
