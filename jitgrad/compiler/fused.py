@@ -432,7 +432,7 @@ class Launch:
             var = env[leaf]
             gv = var._grad_value
             if gv is None or not self._adds_into(gv, args):
-                buf = np.empty(shape, kdt)
+                buf = pool.empty(shape, kdt)  # recycled: no page faults on first touch
                 modes.append("=")
                 done.append((ins, var, buf, gv is None and _plain_leaf(var)))
             else:
