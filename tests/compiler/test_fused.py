@@ -138,6 +138,31 @@ def test_long_chains_split_into_kernels_of_bounded_size(monkeypatch):
     assert any(not to_env for s in launches for _, to_env in s.stores)  # temporaries
 
 
+def test_returned_intermediates_parameters_views_and_two_shapes():
+    rng = helpers.rng_for("fused", "mixed")
+    w = jitgrad.tensor(rng.uniform(-1, 1, (200, 300)).astype(np.float32), requires_grad=True)
+    b = jitgrad.tensor(rng.uniform(-1, 1, 5000).astype(np.float32), requires_grad=True)
+
+    def step(x):
+        w.grad = b.grad = None
+        h = (x.T * w).tanh()            # a transposed view times a parameter
+        loss = (h * h).sum() + (b.exp() * 0.5).mean()
+        loss.backward()
+        return loss, h                  # h is read after the run: stored
+    x = rng.uniform(-1, 1, (300, 200)).astype(np.float32)
+    xe, xc = jitgrad.tensor(x), jitgrad.tensor(x)
+    compiled = jitgrad.compile(step, mode="max-autotune")
+    for _ in range(3):
+        (le, he), ge = step(xe), (w.grad.numpy().copy(), b.grad.numpy().copy())
+        (lc, hc), gc = compiled(xc), (w.grad.numpy(), b.grad.numpy())
+        np.testing.assert_allclose(lc.detach().numpy(), le.detach().numpy(), **TOL["float32"])
+        np.testing.assert_allclose(hc.detach().numpy(), he.detach().numpy(), **TOL["float32"])
+        for want, got in zip(ge, gc):
+            np.testing.assert_allclose(got, want, **TOL["float32"])
+    e = jitgrad.compile.explain(step, xc)
+    assert fused_count(e) > 0
+
+
 def test_forward_only_capture_runs_its_backward_fused_too():
     def loss_fn(x):
         return (x.sin() * x.exp() + x).sum()
