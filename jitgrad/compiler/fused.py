@@ -148,14 +148,9 @@ def fused_executor(meta, instrs, keep, taken):
         if kinds[k] is None:
             k += 1
             continue
-        key, leaves, j = None, set(), k
+        leaves, j = set(), k
         while j < n and kinds[j] is not None:
-            kind, where, _ = kinds[j]
-            if where is not None:
-                if key is not None and where != key:
-                    break
-                key = where
-            if kind == "acc":
+            if kinds[j][0] == "acc":
                 leaf = int(instrs[j].args[0])
                 if leaf in leaves:  # a second accumulation into one leaf starts a new run
                     break
@@ -167,34 +162,27 @@ def fused_executor(meta, instrs, keep, taken):
         while b > a and kinds[b - 1][0] in GLUE:
             b -= 1
         if any(kinds[i][0] == "ew" for i in range(a, b)):
-            plan = Run(meta, instrs, kinds, a, b, key, keep, last)
+            plan = Run(meta, instrs, kinds, a, b, keep, last)
             yield Segment(a, b, plan, "fused")
         k = j
 
 
 class Run:
     """The plan of one run: Python glue steps and kernel launches in order;
-    calling it runs them on a slot list."""
+    calling it runs them on a slot list. A run may hold large arrays of several
+    shapes (a step's parameters): each level has a kernel per (shape, dtype)."""
 
-    def __init__(self, meta, instrs, kinds, start, stop, key, keep, last):
-        shape, kdt = key
-        self.shape, self.kdt = shape, kdt
-        n = 1
-        for s in shape:
-            n *= s
-        self.n = n
-
+    def __init__(self, meta, instrs, kinds, start, stop, keep, last):
         def outside(s):
             return s in keep or last.get(s, -1) >= stop
 
-        nodes = {}    # slot -> (op, operand refs): large values computed in the run
+        nodes = {}    # slot -> (op, operand refs, (shape, dtype)): large values of the run
         root = {}     # slot of an expanded size-1 value -> the size-1 slot
         level = {}
         glue = []     # (level, step)
-        reds = []     # (level of the input, slot, input ref, mean)
-        sinks = []    # (level, instruction, leaf slot, gradient ref)
+        targets = []  # (level, (shape, dtype), what, ref, detail): what a kernel must do
 
-        def ref(a):
+        def ref(a, kdt):
             """("k", number), ("s", size-1 slot) or ("v", large slot)."""
             if type(a) is not Ref:
                 return "k", kdt.type(a)
@@ -206,21 +194,23 @@ class Run:
 
         for k in range(start, stop):
             ins = instrs[k]
-            kind, _, detail = kinds[k]
+            kind, key, detail = kinds[k]
             out = int(ins.outs) if type(ins.outs) is Ref else None
             if kind == "ew":
-                refs = tuple(ref(a) for a in detail[1])
+                refs = tuple(ref(a, key[1]) for a in detail[1])
                 level[out] = max(lvl(r) for r in refs)
-                nodes[out] = (detail[0], refs)
+                nodes[out] = (detail[0], refs, key)
+                if outside(out):
+                    targets.append((level[out], key, "store", ("v", out), None))
             elif kind == "reduce":
-                src = ref(ins.args[0])
+                src = ref(ins.args[0], key[1])
                 level[out] = lvl(src) + 1
-                reds.append((lvl(src), out, src, detail))
+                targets.append((lvl(src), key, "reduce", src, (out, detail)))
             elif kind == "fill":
                 level[out] = 0
                 glue.append((0, _filler(out, meta[out], detail)))
             elif kind == "scalar":
-                level[out] = max([lvl(ref(r)) for r in ins.reads()], default=0)
+                level[out] = max([lvl(("s", int(r))) for r in ins.reads()], default=0)
                 glue.append((level[out], python_step(ins)))
             elif kind == "bcast":
                 src = int(ins.args[0])
@@ -229,55 +219,43 @@ class Run:
                 if outside(out):
                     glue.append((level[out], python_step(ins)))
             else:  # acc
-                g = ref(ins.args[1])
-                sinks.append((lvl(g), ins, int(ins.args[0]), g))
+                g = ref(ins.args[1], key[1])
+                targets.append((lvl(g), key, "sink", g, (ins, int(ins.args[0]))))
 
         order = {s: i for i, s in enumerate(nodes)}
-        stores = [s for s in nodes if outside(s)]
-        top = max([lvl(("v", s)) for s in stores] + [r[0] for r in reds] + [x[0] for x in sinks]
-                  + [g[0] for g in glue], default=0)
+        top = max([t[0] for t in targets] + [g[0] for g in glue], default=0)
         made = set()  # large slots stored by an earlier kernel (env or temporary)
         temps = set()
         self.steps = []
         for L in range(top + 1):
             self.steps += [step for lv, step in glue if lv == L]
-            want = [("v", s) for s in stores if level[s] == L] + \
-                [r[2] for r in reds if r[0] == L] + [x[3] for x in sinks if x[0] == L]
-            if not want:
-                continue
-            need = set()
-            stack = [r[1] for r in want if r[0] == "v"]
-            while stack:
-                s = stack.pop()
-                if s in need or s in made or s not in nodes:
-                    continue
-                need.add(s)
-                stack += [r[1] for r in nodes[s][1] if r[0] == "v"]
-            ordered = sorted(need, key=order.__getitem__)
-            chunks = _pieces(ordered, [op_cost(nodes[s][0]) for s in ordered])
-            for c, chunk in enumerate(chunks):
-                later = set(s for piece in chunks[c + 1:] for s in piece)
-                reads_later = set(r[1] for s in later for r in nodes[s][1] if r[0] == "v")
-                inside = set(chunk)
-
-                def here(r):  # whether this piece computes target r
-                    return (r[1] in inside) if r[0] == "v" and r[1] in need else c == 0
-                launch = Launch(self, [nodes[s] for s in chunk], chunk)
-                for s in chunk:
-                    if outside(s) and level[s] == L:
-                        launch.store(s, to_env=True)
-                    elif s in reads_later:
-                        launch.store(s, to_env=False)
-                for r in reds:
-                    if r[0] == L and here(r[2]):
-                        launch.reduce(r[2], r[1], r[3])
-                for x in sinks:
-                    if x[0] == L and here(x[3]):
-                        launch.sink(x[3], x[1], x[2])
-                launch.temp_reads = [s for s in launch.array_slots if s in temps]
-                made.update(s for s, _ in launch.stores)
-                temps.update(s for s, to_env in launch.stores if not to_env)
-                self.steps.append(launch)
+            keys = dict.fromkeys(t[1] for t in targets if t[0] == L)
+            for key in keys:
+                want = [t for t in targets if t[0] == L and t[1] == key]
+                need = set()
+                stack = [t[3][1] for t in want if t[3][0] == "v"]
+                while stack:
+                    s = stack.pop()
+                    if s in need or s in made or s not in nodes:
+                        continue
+                    need.add(s)
+                    stack += [r[1] for r in nodes[s][1] if r[0] == "v"]
+                ordered = sorted(need, key=order.__getitem__)
+                chunks = _pieces(ordered, [op_cost(nodes[s][0]) for s in ordered])
+                for c, chunk in enumerate(chunks):
+                    later = set(s for piece in chunks[c + 1:] for s in piece)
+                    reads_later = set(r[1] for s in later for r in nodes[s][1] if r[0] == "v")
+                    launch = Launch(key, [nodes[s][:2] for s in chunk], chunk)
+                    for s in chunk:
+                        if s in reads_later and not outside(s):
+                            launch.store(s, to_env=False)
+                    for _, _, what, r, detail in want:
+                        if (r[1] in chunk) if r[0] == "v" and r[1] in need else c == 0:
+                            launch.add(what, r, detail)
+                    launch.temp_reads = [s for s in launch.array_slots if s in temps]
+                    made.update(s for s, _ in launch.stores)
+                    temps.update(s for s, to_env in launch.stores if not to_env)
+                    self.steps.append(launch)
         # a temporary goes back to the pool after the last launch that reads it
         seen = set()
         for step in reversed(self.steps):
@@ -326,8 +304,11 @@ class Launch:
     """One kernel of a run: its operands (large arrays by slot, scalars), the ops,
     and what it writes (stored slots, reductions, accumulated gradients)."""
 
-    def __init__(self, run, ops, slots):
-        self.run = run
+    def __init__(self, key, ops, slots):
+        self.shape, self.kdt = key
+        self.n = 1
+        for d in self.shape:
+            self.n *= d
         self.array_slots = []   # large input slots, in parameter order
         self.scalars = []       # ("k", number) or ("s", size-1 slot)
         self.local = {}         # ref -> the name of its value inside the kernel
@@ -360,18 +341,23 @@ class Launch:
         self.stores.append((slot, to_env))
         self.outs.append(self.name(("v", slot)))
 
-    def reduce(self, r, slot, mean):
-        self.reds.append((slot, mean))
-        self.red_names.append(self.name(r))
-
-    def sink(self, r, ins, leaf):
-        self.sinks.append((ins, leaf))
-        self.sink_names.append(self.name(r))
+    def add(self, what, r, detail):
+        """Take on a target of the run: store value r, reduce it (detail: the result's
+        slot, whether a mean) or accumulate it into a leaf's .grad (detail: the
+        accumulate_grad instruction, the leaf's slot)."""
+        if what == "store":
+            self.store(r[1], to_env=True)
+        elif what == "reduce":
+            self.reds.append(detail)
+            self.red_names.append(self.name(r))
+        else:
+            self.sinks.append(detail)
+            self.sink_names.append(self.name(r))
 
     def source(self, modes):
         """Numba source of this kernel; `modes`: per output, "=" (store) or "+=" (add).
         It runs the blocks [lo, hi) of n elements (the threads' share, see _spread)."""
-        kdt = self.run.kdt.name
+        kdt = self.kdt.name
         outs = self.outs + self.sink_names
         arrays = [f"a{j}" for j in range(len(self.array_slots))]
         scalars = [f"c{j}" for j in range(len(self.scalars))]
@@ -382,7 +368,7 @@ class Launch:
             [arr] * len(stored) + [array_type("float64")] * len(parts)
         body = [f"x{j} = a{j}[i]" for j in range(len(arrays))]
         for k, (op, names) in enumerate(self.ops):
-            args, formula = role_formula(op, ("forward",), self.run.kdt)[:2]
+            args, formula = role_formula(op, ("forward",), self.kdt)[:2]
             code = to_scalar_code(formula, dict(zip(args, names)), dtype=kdt)
             body.append(f"v{k} = T({code})")
         body += [f"o{j}[i] {mode} {v}" for j, (v, mode) in enumerate(zip(outs, modes))]
@@ -409,12 +395,11 @@ class Launch:
     def kernel(self, modes):
         fn = self.kernels.get(modes)
         if fn is None:
-            fn = self.kernels[modes] = cache.load(f"fused_{self.run.kdt.name}", self.source(modes))
+            fn = self.kernels[modes] = cache.load(f"fused_{self.kdt.name}", self.source(modes))
         return fn
 
     def __call__(self, env, temps):
-        run = self.run
-        shape, kdt, n = run.shape, run.kdt, run.n
+        shape, kdt, n = self.shape, self.kdt, self.n
         args = []
         for s in self.array_slots:
             d = temps[s] if s in temps else _array(env[s], shape, kdt, s)
@@ -466,7 +451,7 @@ class Launch:
         """Whether the kernel may add into the existing gradient gv in place: a plain
         contiguous array of the run's shape and dtype that no operand overlaps."""
         d = gv._data
-        if type(d) is not HOST_ARRAY or d.shape != self.run.shape or d.dtype != self.run.kdt \
+        if type(d) is not HOST_ARRAY or d.shape != self.shape or d.dtype != self.kdt \
                 or not d.flags.c_contiguous or not d.flags.writeable:
             return False
         return not any(type(a) is HOST_ARRAY and np.may_share_memory(a, d) for a in args)
