@@ -107,9 +107,9 @@ def classify(ins, meta):
         return None
     src, m = meta[args[0]], meta[outs]
     name = ins.name
-    if name in ("sum", "mean") and len(args) == 1 and not ins.kwargs:
+    if (name in ("sum", "mean") and len(args) == 1 or name == "sum_to_size") and not ins.kwargs:
         if _host_float(src) and src.size > SMALL_ELEMENTS and m is not None and \
-                m.shape == () and m.dtype == src.dtype:
+                m.size == 1 and m.dtype == src.dtype:
             return "reduce", (src.shape, src.dtype), name == "mean"
     elif name in FILLS and len(args) == 1 and set(ins.kwargs) <= {"dtype"}:
         if _host_float(m) and m.size == 1 and src is not None:
@@ -125,14 +125,15 @@ def classify(ins, meta):
 
 
 def _classify_acc(ins, meta):
-    if ins.name != "accumulate_grad" or len(ins.args) != 2 or ins.kwargs or \
-            any(type(a) is not Ref for a in ins.args):
+    if len(ins.args) != 2 or ins.kwargs or any(type(a) is not Ref for a in ins.args):
         return None
     leaf, g = meta[ins.args[0]], meta[ins.args[1]]
-    if _host_float(g) and g.size > SMALL_ELEMENTS and leaf is not None and \
-            leaf.array_type is HOST_ARRAY and leaf.shape == g.shape and leaf.dtype == g.dtype:
-        return "acc", (g.shape, g.dtype), None
-    return None
+    if not _host_float(g) or leaf is None or leaf.array_type is not HOST_ARRAY or \
+            leaf.shape != g.shape or leaf.dtype != g.dtype:
+        return None
+    if g.size == 1:  # a 0-d parameter's gradient: eager mode's accumulation, in order
+        return "scalar", None, None
+    return ("acc", (g.shape, g.dtype), None) if g.size > SMALL_ELEMENTS else None
 
 
 def fused_executor(meta, instrs, keep, taken):
@@ -150,7 +151,7 @@ def fused_executor(meta, instrs, keep, taken):
             continue
         leaves, j = set(), k
         while j < n and kinds[j] is not None:
-            if kinds[j][0] == "acc":
+            if instrs[j].name == "accumulate_grad":
                 leaf = int(instrs[j].args[0])
                 if leaf in leaves:  # a second accumulation into one leaf starts a new run
                     break
@@ -205,7 +206,7 @@ class Run:
             elif kind == "reduce":
                 src = ref(ins.args[0], key[1])
                 level[out] = lvl(src) + 1
-                targets.append((lvl(src), key, "reduce", src, (out, detail)))
+                targets.append((lvl(src), key, "reduce", src, (out, detail, meta[out].shape)))
             elif kind == "fill":
                 level[out] = 0
                 glue.append((0, _filler(out, meta[out], detail)))
@@ -314,7 +315,7 @@ class Launch:
         self.local = {}         # ref -> the name of its value inside the kernel
         self.ops = []           # (op, operand names)
         self.stores = []        # (slot, to env?)
-        self.reds = []          # (slot, mean)
+        self.reds = []          # (slot, mean?, the result's shape)
         self.sinks = []         # (accumulate_grad instruction, leaf slot)
         self.outs = []          # names of the stored values
         self.red_names = []
@@ -343,7 +344,7 @@ class Launch:
 
     def add(self, what, r, detail):
         """Take on a target of the run: store value r, reduce it (detail: the result's
-        slot, whether a mean) or accumulate it into a leaf's .grad (detail: the
+        slot, whether a mean, its shape) or accumulate it into a leaf's .grad (detail: the
         accumulate_grad instruction, the leaf's slot)."""
         if what == "store":
             self.store(r[1], to_env=True)
@@ -434,9 +435,9 @@ class Launch:
                 env[s] = Tensor(a)
             else:
                 temps[s] = a
-        for (s, mean), p in zip(self.reds, parts):
+        for (s, mean, out_shape), p in zip(self.reds, parts):
             total = p.sum()
-            env[s] = Tensor(np.array(total / n if mean else total, kdt))
+            env[s] = Tensor(np.array(total / n if mean else total, kdt).reshape(out_shape))
         for ins, var, buf, fresh in done:
             if fresh is None:   # added in place, as eager mode does with .grad set
                 buf._vc[0] += 1

@@ -179,6 +179,41 @@ def test_forward_only_capture_runs_its_backward_fused_too():
     assert fused_count(e, "backward") > 0 and fused_count(e) > 0
 
 
+def random_step(seed):
+    """A random graph over two large leaves and a 0-d one: unary and binary
+    elementwise ops, Python numbers, fan-out, and reductions whose results flow
+    back into large values (so the backward needs several passes)."""
+    rng = np.random.default_rng(seed)
+    unary = [jitgrad.sin, jitgrad.tanh, jitgrad.sigmoid, jitgrad.cos, lambda v: -v,
+             lambda v: (v * 0.5).exp(), lambda v: v * v]
+    binary = [lambda a, b: a + b, lambda a, b: a * b, lambda a, b: a - b,
+              lambda a, b: a / (1.5 + b * b), lambda a, b: 2.0 - a * 0.25 + b]
+    plan = [(rng.integers(4), rng.integers(len(unary)), rng.integers(len(binary)),
+             rng.integers(1 << 20)) for _ in range(10)]
+
+    def step(x, y, s):
+        x.grad = y.grad = s.grad = None
+        values = [x, y, x * s]
+        for kind, u, b, pick in plan:
+            a, c = values[pick % len(values)], values[(pick >> 8) % len(values)]
+            if kind == 0:
+                values.append(unary[u](a))
+            elif kind == 3:   # a reduction read back by a large value
+                values.append(c * (a.mean() * 0.1).tanh())
+            else:
+                values.append(binary[b](a, c))
+        loss = sum(v.sum() for v in values[-3:]) * 1e-3
+        loss.backward()
+        return loss
+    return step
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_graphs(seed):
+    e = compare(random_step(seed), leaves(("random", seed), [N, N, ()]), steps=3)
+    assert fused_count(e) > 0
+
+
 def test_small_tensors_are_left_to_other_executors():
     e = compare(w1, leaves("small", [SMALL_ELEMENTS]))
     assert fused_count(e) == 0
