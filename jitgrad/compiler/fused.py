@@ -6,11 +6,11 @@ than program.SMALL_ELEMENTS elements: elementwise ops (other operands Python
 numbers or size-1 tensors), full reductions, `accumulate_grad` into a leaf,
 and the size-1 glue between them (`ones_like` of the loss, `reshape`/`expand`
 of a 0-d gradient, 0-d arithmetic). Inside a run a large value is an
-expression of the run's inputs, computed per element in registers and stored only when an
-instruction after the run reads it. A value is recomputed wherever it is
-needed instead of saved: the forward values that the backward reads cost a
-few flops per element again, not an array each. W1's step is one pass that
-reads x, adds up the loss and writes x.grad.
+expression of the run's inputs, computed per element in registers and stored
+only when an instruction after the run reads it. A value is recomputed
+wherever it is needed instead of saved: the forward values that the backward
+reads cost a few flops per element again, not an array each. W1's step is
+one pass that reads x, adds up the loss and writes x.grad.
 
 A reduction's result is known only after the loop that computes it, so each
 value of a run gets a level (a reduction's is one more than its input's)
