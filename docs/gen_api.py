@@ -38,6 +38,7 @@ MODULES = [
     ("jitgrad.nn.init", None),
     ("jitgrad.ops", None),
     ("jitgrad.optim", None),
+    ("jitgrad.compiler", None),
     ("jitgrad.cuda", None),
     ("jitgrad.testing", None),
 ]

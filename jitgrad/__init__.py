@@ -25,6 +25,8 @@ from .ops.methods import (add, bitwise_and, bitwise_not, bitwise_or, bitwise_xor
 from .kernels.cache import clear_kernel_cache, compile_stats
 from .kernels.threads import get_num_threads, set_num_threads
 from . import autograd, cuda, nn, ops, optim
+from . import compiler
+from .compiler import compile
 from .autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
                                  is_inference_mode_enabled, no_grad, set_grad_enabled)
 
@@ -62,7 +64,7 @@ __all__ = [
     "set_num_threads", "autograd",
     "cuda", "nn", "ops", "optim", "enable_grad", "inference_mode", "is_grad_enabled",
     "is_inference_mode_enabled", "no_grad", "set_grad_enabled", "detach", "is_tensor", "numel",
-    "negative", "absolute", "multiply", "divide", "subtract"
+    "negative", "absolute", "multiply", "divide", "subtract", "compile", "compiler"
 ]
 __all__ += _exported_functions()
 __all__.sort(key=lambda n: (n.lower(), n))

@@ -12,6 +12,7 @@ import weakref
 
 from . import _state
 from ._dual import set_tangent
+from ._trace import graph_break
 from .errors import anomaly_hint
 from .tensor import Tensor, describe
 
@@ -91,6 +92,7 @@ class Node:
         return self._metadata
 
     def register_hook(self, fn):
+        graph_break("Node.register_hook: hooks run Python on each backward")
         if self._hooks is None:
             self._hooks = {}
         k = _handle_ids()

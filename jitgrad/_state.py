@@ -31,6 +31,10 @@ saved_hook_users = [0]
 # dual tensors are visible to every thread. Ops read it before any tangent work.
 fw_level = [None]
 
+# The tracer of a running `jitgrad.compile` trace (None: none). Module-level: a
+# trace records one thread's calls; the tracer ignores calls from other threads.
+trace = [None]
+
 # Sequence numbers order nodes like torch: among ready nodes the newest runs first.
 next_seq = itertools.count().__next__
 

@@ -12,6 +12,7 @@ from . import _state
 from . import backend
 from . import dtypes as _dt
 from ._repr import tensor_repr
+from ._trace import TRACE, breaks, traced, traced_inplace
 
 
 NON_LEAF_GRAD_WARNING = (
@@ -136,6 +137,8 @@ class Tensor:
             self._post_hooks = self._accum = self._fw = self._creation_meta = None
         self._retains_grad = False
         self._inference = _state.local.inference
+        if TRACE[0] is not None:  # a jitgrad.compile trace tells its own tensors apart
+            TRACE[0].born(self)
 
     # ---- attributes ---------------------------------------------------------
     @property
@@ -371,6 +374,22 @@ class Tensor:
                 "Optimizer.zero_grad() function in torch/optim/optimizer.py as the solution.")
         self.grad_fn, self.output_nr, self._rg = None, 0, False
         return self
+
+
+# What a jitgrad.compile trace records (detach, reading .grad or .data) or stops at
+# (anything that hands a value to Python, or changes autograd state by hand).
+for _name in ("item", "tolist", "numpy", "__bool__", "__float__", "__int__", "__index__",
+              "__array__"):
+    setattr(Tensor, _name, breaks(getattr(Tensor, _name),
+                                  f"Tensor.{_name.strip('_')}() hands a tensor's value to Python"))
+Tensor.requires_grad_ = breaks(Tensor.requires_grad_, "requires_grad_() changes autograd state")
+Tensor.detach = traced(Tensor.detach)
+Tensor.detach_ = traced_inplace(Tensor.detach_)
+Tensor.grad = Tensor._grad = property(traced(Tensor.grad.fget, "grad"),
+                                      traced(Tensor.grad.fset, "set_grad"))
+Tensor.data = property(traced(Tensor.data.fget, "data"), traced(Tensor.data.fset, "set_data"))
+Tensor.requires_grad = property(Tensor.requires_grad.fget, breaks(
+    Tensor.requires_grad.fset, "setting requires_grad changes autograd state"))
 
 
 def _rebuild(data, rg):

@@ -13,7 +13,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "jitgrad"
 
 # Lowest first. A module may import its own layer or any layer below it.
 LAYERS = [
-    ("_version", "_state", "errors", "dtypes"),
+    ("_version", "_state", "_trace", "errors", "dtypes"),
     ("kernels", "_cuda", "cuda"),            # kernel source and compilation, the CUDA runtime
     ("backend",),                            # the devices behind one interface
     ("tensor", "_repr"),
@@ -21,6 +21,7 @@ LAYERS = [
     ("ops",),
     ("autograd",),
     ("nn", "optim"),
+    ("compiler",),                           # jitgrad.compile: capture and replay
     ("testing",),                            # input builders shared by tests and benchmarks
     ("__init__",),
 ]

@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from .. import _state
+from .._trace import TRACE
 from .._node import (AccumulateGrad, GradientEdge, GraphTask, count_dependencies, edge_of,
                      output_meta)
 from .anomaly_mode import run_checked
@@ -80,6 +81,10 @@ def _normalize(tensors):
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, grad_variables=None,
              inputs=None):
     """Compute the sum of gradients of `tensors` w.r.t. graph leaves into their `.grad`."""
+    t = TRACE[0]
+    if t is not None and t.takes_autograd():  # jitgrad.compile records the backward pass
+        return t.backward(tensors, grad_tensors if grad_tensors is not None else grad_variables,
+                          retain_graph, create_graph, inputs)
     tensors = _normalize(tensors)
     if grad_tensors is None:
         grad_tensors = grad_variables
@@ -119,6 +124,10 @@ def _target_edges(inputs):
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
          only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """Return the gradients of `outputs` w.r.t. `inputs` without touching `.grad`."""
+    t = TRACE[0]
+    if t is not None and t.takes_autograd():  # jitgrad.compile records the backward pass
+        return t.grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
+                      is_grads_batched, materialize_grads)
     if is_grads_batched:
         raise NotImplementedError("is_grads_batched=True is not supported; loop over the batch "
                                   "or use jitgrad.autograd.functional.jacobian(vectorize=True)")

@@ -12,6 +12,7 @@ import threading
 import numpy as np
 
 from .. import _state
+from .._trace import graph_break
 from .._dual import set_tangent
 from .._node import EMPTY_SAVED, Node, SavedTensor, edge_of
 from ..ops.inplace import VIEW_OF_LEAF_MESSAGE, move_history
@@ -197,6 +198,8 @@ class Function(metaclass=FunctionMeta):
 
     @classmethod
     def apply(cls, *args, **kwargs):
+        graph_break(f"custom autograd.Function {cls.__name__}: its backward is Python the "
+                    "tracer does not see")
         ctx = cls._backward_cls()
         needs = tuple(isinstance(a, Tensor) and a._rg for a in args)
         ctx.needs_input_grad = needs

@@ -4,6 +4,7 @@ import threading
 import weakref
 
 from .. import _state
+from .._trace import graph_break
 from .._node import (GradientEdge, Node, RemovableHandle, _handle_ids, current_graph_task,
                      gradient_edge, will_execute)
 from ..tensor import Tensor, on_device
@@ -34,6 +35,7 @@ def _require_grad(t, what):
 def register_hook(self, hook):
     """Call `hook(grad)` when the gradient of this tensor is computed; a returned
     tensor replaces the gradient."""
+    graph_break("Tensor.register_hook: hooks run Python on each backward")
     _require_grad(self, "call x.requires_grad_() first")
     if self.grad_fn is None:
         if self._hooks is None:
@@ -51,6 +53,7 @@ def register_hook(self, hook):
 
 
 def register_post_accumulate_grad_hook(self, hook):
+    graph_break("Tensor.register_post_accumulate_grad_hook: hooks run Python on each backward")
     if not self._rg:
         raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
     if self.grad_fn is not None:

@@ -3,6 +3,7 @@ import numpy as np
 
 from .. import backend
 from .. import dtypes as _dt
+from .._trace import traced
 from ..tensor import Tensor, check_device, on_device
 
 
@@ -155,6 +156,12 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False):
     return _filled(_size((size,)), _dt.to_dtype(dtype).np, fill_value, device, requires_grad)
 
 
+def zeros_as(shape, dtype, like):
+    """Zeros of `shape` and numpy `dtype` on the device of Tensor `like`: a missing
+    gradient in a backward rule (a compiled trace records it as a call)."""
+    return Tensor(np.zeros(shape, dtype, like=like._data))
+
+
 def _like(x, dtype):
     return _dt.to_dtype(dtype).np if dtype is not None else x._data.dtype
 
@@ -262,3 +269,11 @@ def rand_like(x, dtype=None, device=None, requires_grad=False):
 def randn_like(x, dtype=None, device=None, requires_grad=False):
     return randn(x._data.shape, dtype=dtype or _dt.from_np(x._data.dtype), device=device or x.device,
                  requires_grad=requires_grad)
+
+
+# A jitgrad.compile trace records each call and makes the tensor again on every
+# replay (random ones draw new numbers, as eager would).
+for _name in ("zeros_as", "manual_seed", "tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full",
+              "zeros_like", "ones_like", "empty_like", "full_like", "arange", "linspace", "eye",
+              "rand", "randn", "randint", "rand_like", "randn_like"):
+    globals()[_name] = traced(globals()[_name])

@@ -5,6 +5,7 @@ import numpy as np
 from .. import _state
 from .. import dtypes as _dt
 from ..tensor import Tensor, wrap_dim
+from .creation import zeros_as
 from .registry import Arg, Sample, op
 from .indexing import narrow, select
 from .views import creation_meta, unsqueeze
@@ -83,7 +84,7 @@ def _split_backward(node, *grads):
         if g is None:
             shp = list(shape)
             shp[dim] = s
-            g = Tensor(np.zeros(shp, dtype, like=_present(grads)))
+            g = zeros_as(shp, dtype, _present(grads))
         parts.append(g)
     return (cat(parts, dim),)
 
@@ -134,13 +135,13 @@ def _unbind_backward(node, *grads):
     dim, shape, dtype = node._attrs
     part_shape = shape[:dim] + shape[dim + 1:]
     ref = _present(grads)
-    return (stack([g if g is not None else Tensor(np.zeros(part_shape, dtype, like=ref))
+    return (stack([g if g is not None else zeros_as(part_shape, dtype, ref)
                    for g in grads], dim),)
 
 
 def _present(grads):
-    """The array of a gradient that is there (missing ones become zeros like it)."""
-    return next(g._data for g in grads if g is not None)
+    """A gradient that is there (missing ones become zeros on its device)."""
+    return next(g for g in grads if g is not None)
 
 
 @op("UnbindBackward0", backward=_unbind_backward, linear=lambda b, dim, shape, dtype: (b.dim(dim),),

@@ -2,6 +2,7 @@
 import numpy as np
 
 from .. import _state
+from .._trace import traced, traced_inplace
 from .. import dtypes as _dt
 from ..tensor import Tensor, asarray, check_device, device as _device
 from . import formulas as E
@@ -234,10 +235,24 @@ def _operators():
     }
 
 
+# Methods that write into self: a jitgrad.compile trace records them as such.
+_WRITES_SELF = frozenset(("__iadd__", "__isub__", "__imul__", "__itruediv__", "__setitem__"))
+
+
+def _for_trace(name, fn):
+    """`fn` as jitgrad.compile's tracer must see it. Elementwise functions and
+    declared ops are recorded where they run; the rest of the table is recorded here."""
+    if hasattr(fn, "__wrapped_op__") or (hasattr(fn, "op") and fn.op.function is fn):
+        return fn
+    if name in _WRITES_SELF or (name.endswith("_") and not name.startswith("__")):
+        return traced_inplace(fn, name)
+    return traced(fn, name)
+
+
 def attach():
     for table in (_method_table(), _conversions(), _operators()):
         for name, fn in table.items():
-            setattr(Tensor, name, fn)
+            setattr(Tensor, name, _for_trace(name, fn))
     Tensor.T = property(views.T)
     Tensor.mT = property(lambda x: views.transpose(x, -2, -1))
     Tensor.__hash__ = object.__hash__

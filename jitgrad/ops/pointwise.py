@@ -12,6 +12,7 @@ import types
 import numpy as np
 
 from .. import _state, backend
+from .._trace import TRACE
 from .. import dtypes as _dt
 from ..backend import HOST_ARRAY
 from .._dual import set_tangent
@@ -309,6 +310,9 @@ _SMALL_DTYPES = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
 
 def call(op, *operands, out_arr=None):
     """Run elementwise `op` on Tensors/Python scalars; record its node if needed."""
+    t = TRACE[0]
+    if t is not None and t.recording():  # a jitgrad.compile trace: recorded, then run
+        return t.elementwise(call, op, operands, out_arr)
     if out_arr is None and FW[0] is None and op.plain:
         # The small-op path: host arrays below the loop-kernel size, of one float32 or
         # float64 dtype (Python numbers allowed), forward AD off. Straight to the ufunc.

@@ -6,6 +6,7 @@ ops/pointwise.py for how they run); `OPS` every other op, each declared with
 `op` (ops/record.py records it); `FUNCTIONS` the differentiable ones with
 their test samples.
 """
+from .._trace import traced
 from ..kernels import cache as _cache
 from .pointwise import ElementwiseOp, call
 from ..tensor import Tensor
@@ -82,6 +83,7 @@ def op(node=None, *, backward=None, jvp=None, linear=None, saves=(), samples=(),
         taken = [n for n in methods if API_BUILT[0] and hasattr(Tensor, n)]
         if taken:
             raise ValueError(f"op {key!r}: Tensor already has {taken}; pick other method names")
+        fn = traced(fn, key)  # a jitgrad.compile trace records the call as one op
         d = OpDef(key, fn, node, backward, jvp, linear, saves, samples, methods, exports,
                   _names(inplace, key))
         OPS[key] = fn.op = d

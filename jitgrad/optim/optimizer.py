@@ -14,6 +14,7 @@ from itertools import chain
 
 import numpy as np
 
+from .._trace import traced
 from ..autograd.grad_mode import enable_grad
 from ..errors import size_mismatch
 from ..nn.modules.module import _typename, _zero_grad
@@ -111,11 +112,13 @@ class Optimizer:
             raise ValueError("some parameters appear in more than one parameter group")
         self.param_groups.append(group)
 
+    @traced  # one step of a jitgrad.compile'd function: replayed as this call
     def zero_grad(self, set_to_none=True):
         for group in self.param_groups:
             for p in group["params"]:
                 _zero_grad(p, set_to_none)
 
+    @traced  # one step of a jitgrad.compile'd function: replayed as this call
     def step(self, closure=None):
         """One update of every parameter that has a gradient; `closure`, if
         given, re-evaluates the model (with grad enabled) and returns the loss."""

@@ -29,6 +29,7 @@ def _op_codes():
     codes = {}
 
     def add(fn):
+        fn = getattr(fn, "__wrapped_op__", fn)  # the op itself, not jitgrad.compile's hook
         if not isinstance(fn, types.FunctionType):
             return
         name = fn.__name__

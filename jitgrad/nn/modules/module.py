@@ -8,6 +8,7 @@ import numpy as np
 
 from ... import dtypes as _dt
 from ..._node import RemovableHandle, _handle_ids
+from ..._trace import graph_break, traced
 from ...autograd.grad_mode import no_grad
 from ...tensor import Size, Tensor, check_device, device as _device
 from ..parameter import Parameter
@@ -109,6 +110,8 @@ class Module:
             f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
+        if self._forward_pre_hooks or self._forward_hooks:
+            graph_break(f"forward hooks of {type(self).__name__}: hooks run Python on each call")
         for hook, with_kwargs in tuple(self._forward_pre_hooks.values()):
             if with_kwargs:
                 r = hook(self, args, kwargs)
@@ -336,6 +339,7 @@ class Module:
             p.requires_grad_(requires_grad)
         return self
 
+    @traced  # one step of a jitgrad.compile'd function: replayed as this call
     def zero_grad(self, set_to_none=True):
         for p in self.parameters():
             _zero_grad(p, set_to_none)

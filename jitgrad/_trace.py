@@ -1,0 +1,60 @@
+"""The seam between eager code and `jitgrad.compile`'s tracer (jitgrad/compiler).
+
+While a compiled function is traced, `TRACE[0]` holds the tracer: the op entry
+points below hand it each call, so it can record the call and replay it
+later. With no trace running every hook is one list read and a compare, so
+eager code pays (almost) nothing. Core layer: standard library and _state only.
+"""
+import functools
+
+from . import _state
+
+TRACE = _state.trace
+
+
+def traced(fn, name=None):
+    """`fn` (a function making or changing tensors) recorded while a trace runs:
+    the tracer replays it later with the slots of its tensor arguments."""
+    label = name or getattr(fn, "__name__", "op")
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        t = TRACE[0]
+        if t is None or not t.recording():
+            return fn(*args, **kwargs)
+        return t.call(fn, label, args, kwargs)
+    wrapper.__wrapped_op__ = fn
+    return wrapper
+
+
+def traced_inplace(fn, name=None):
+    """`fn(x, ...)` writes into its first argument x; recorded as such."""
+    label = name or getattr(fn, "__name__", "op")
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        t = TRACE[0]
+        if t is None or not t.recording():
+            return fn(*args, **kwargs)
+        return t.call(fn, label, args, kwargs, inplace=True)
+    wrapper.__wrapped_op__ = fn
+    return wrapper
+
+
+def breaks(fn, reason):
+    """`fn` needs a concrete value (or runs user Python the tracer cannot see
+    into): a trace stops at it, with `reason`, and the call continues eagerly."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        t = TRACE[0]
+        if t is not None and t.recording():
+            t.graph_break(reason)
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+def graph_break(reason):
+    """Tell a running trace that what follows cannot be captured (see `breaks`)."""
+    t = TRACE[0]
+    if t is not None and t.recording():
+        t.graph_break(reason)

@@ -1,0 +1,253 @@
+"""`jitgrad.compile`: guards, the program cache, recompiles and graph breaks.
+
+Each call computes a guard key from its arguments (tensor shapes, dtypes,
+devices and requires_grad; Python values by value; other objects by
+identity) and the grad mode. A known key runs its program; a new key traces
+the function (that call runs eagerly, recording) and keeps the program. A
+function whose trace broke runs eagerly for that key. After
+`RECOMPILE_LIMIT` traces of one function, new keys run eagerly with one
+warning, as torch.compile does.
+"""
+import time
+import warnings
+
+import numpy as np
+
+from .. import _state
+from ..nn.modules.module import Module
+from ..tensor import Tensor
+from .trace import Tracer, Unsupported
+
+RECOMPILE_LIMIT = 8
+# torch.compile's modes, accepted for drop-in use: jitgrad runs every one the same way.
+MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def _key(v, flat, objs):
+    """The guard key of one argument; tensors and arrays go into `flat` (the
+    program's inputs), other objects into `objs` (checked by identity)."""
+    t = type(v)
+    if isinstance(v, Tensor):
+        flat.append(v)
+        d = v._data
+        return ("T", d.shape, d.dtype, type(d), v._rg, v.grad_fn is None,
+                v._grad_value is None, bool(v._hooks or v._post_hooks))
+    if t is np.ndarray:
+        flat.append(v)
+        return ("A", v.shape, v.dtype)
+    if v is None or t in (int, float, bool, str, complex, slice, type(Ellipsis)):
+        return (t, v)
+    if t in (list, tuple):
+        return (t, tuple(_key(x, flat, objs) for x in v))
+    if t is dict:
+        return (t, tuple((k, _key(x, flat, objs)) for k, x in v.items()))
+    objs.append(v)
+    return ("O", id(v))
+
+
+class Entry:
+    __slots__ = ("program", "objs", "reason", "compile_s")
+
+    def __init__(self, program, objs, reason, compile_s):
+        self.program, self.objs, self.reason, self.compile_s = program, objs, reason, compile_s
+
+
+class CompiledFunction:
+    """What `jitgrad.compile(fn)` returns: call it as you would call fn."""
+
+    def __init__(self, fn, fullgraph=False, dynamic=None, mode=None):
+        if not callable(fn):
+            raise TypeError(f"jitgrad.compile expects a callable, got {type(fn).__name__}")
+        if mode not in MODES:
+            raise RuntimeError(f"Unrecognized mode={mode!r}: use one of "
+                               f"{', '.join(repr(m) for m in MODES)}")
+        if dynamic:
+            raise NotImplementedError(
+                "jitgrad.compile(dynamic=True): symbolic shapes are not implemented; leave "
+                "dynamic unset and each new input shape is traced once (up to "
+                f"{RECOMPILE_LIMIT} signatures per function)")
+        self._fn = fn
+        self.fullgraph = fullgraph
+        self.dynamic = dynamic
+        self.mode = mode
+        self._cache = {}
+        self.traces = 0
+        self.breaks = []       # (reason, user line) of each broken trace
+        self.eager_calls = 0   # calls that ran eagerly (a break, a state, the limit)
+        self._warned = False
+        self.__wrapped__ = fn
+        self.__name__ = getattr(fn, "__name__", type(fn).__name__)
+        self.__doc__ = getattr(fn, "__doc__", None)
+
+    def __repr__(self):
+        return f"<jitgrad.compile of {self._fn!r}>"
+
+    def __get__(self, obj, objtype=None):  # a compiled method binds as the method does
+        if obj is None:
+            return self
+        return _BoundCompiled(self, obj)
+
+    def __call__(self, *args, **kwargs):
+        why = _eager_state()
+        if why is not None:
+            if self.fullgraph:
+                raise Unsupported(f"jitgrad.compile(fullgraph=True) cannot capture a call made "
+                                  f"while {why}; leave that mode before calling it")
+            self.eager_calls += 1
+            return self._fn(*args, **kwargs)
+        flat, objs = [], []
+        key = (_key(args, flat, objs), _key(kwargs, flat, objs), _state.local.grad_enabled)
+        entry = self._cache.get(key)
+        if entry is not None and all(a is b for a, b in zip(entry.objs, objs)):
+            prog = entry.program
+            if prog is not None and prog.externals_match():
+                return prog.run(flat)
+            if prog is None:
+                self.eager_calls += 1
+                return self._fn(*args, **kwargs)
+        if self.traces >= RECOMPILE_LIMIT:
+            if not self._warned:
+                self._warned = True
+                warnings.warn(f"jitgrad.compile: {self.__name__} was traced {RECOMPILE_LIMIT} "
+                              "times (its guards keep failing: new shapes, dtypes, Python values "
+                              "or objects); new signatures now run eagerly. See "
+                              "jitgrad.compile.explain(fn, *args) for the guards.", UserWarning,
+                              stacklevel=2)
+            self.eager_calls += 1
+            return self._fn(*args, **kwargs)
+        return self._trace(key, flat, objs, args, kwargs)
+
+    def _trace(self, key, flat, objs, args, kwargs):
+        self.traces += 1
+        t0 = time.perf_counter()
+        prog, result = trace_call(self._fn, args, kwargs, flat, self.fullgraph,
+                                  background=self.mode != "max-autotune")
+        if prog is None:
+            self.breaks.append(result[1])
+            result = result[0]
+        self._cache[key] = Entry(prog, objs, None if prog is not None else self.breaks[-1],
+                                 time.perf_counter() - t0)
+        return result
+
+    def entries(self):
+        return list(self._cache.values())
+
+    def wait(self, timeout=None):
+        """Block until every captured program's kernels are built (they build in a
+        worker thread while the first replays run on the Python tier; see
+        docs/compile.md). True when all are ready."""
+        return all(e.program.wait(timeout) for e in self._cache.values()
+                   if e.program is not None)
+
+
+class _BoundCompiled:
+    __slots__ = ("_compiled", "_obj")
+
+    def __init__(self, compiled, obj):
+        self._compiled, self._obj = compiled, obj
+
+    def __call__(self, *args, **kwargs):
+        return self._compiled(self._obj, *args, **kwargs)
+
+
+def _eager_state():
+    """Why a call cannot be captured right now (a mode that makes every op run
+    user Python or record extra state), or None."""
+    loc = _state.local
+    if _state.trace[0] is not None:
+        return "another jitgrad.compile trace is running"
+    if loc.anomaly:
+        return "anomaly mode is enabled"
+    if loc.saved_hooks or loc.hooks_disabled is not None:
+        return "saved-tensor hooks are active"
+    if _state.fw_level[0] is not None:
+        return "forward-mode AD is active"
+    if loc.inference:
+        return "inference mode is enabled"
+    if loc.profiler is not None:
+        return "the autograd profiler is recording"
+    return None
+
+
+def trace_call(fn, args, kwargs, flat, fullgraph, background=False):
+    """Run fn(*args, **kwargs) under a tracer. Returns (program, result), or
+    (None, (result, (reason, user line))) after a graph break. `background`:
+    compile the program's kernels in a worker thread (see Program.build)."""
+    tracer = Tracer(fullgraph)
+    for i, v in enumerate(flat):
+        tracer.add_input(v, i)
+    _state.trace[0] = tracer
+    try:
+        result = fn(*args, **kwargs)
+        prog, result = tracer.finish(result)
+        if prog is not None and not prog.ran_backward:
+            tracer.trace_backward(prog)
+    finally:
+        _state.trace[0] = None
+    if prog is None or tracer.broken is not None:
+        return None, (result, tracer.broken)
+    prog.build(background)
+    return prog, result
+
+
+class CompiledModule:
+    """`jitgrad.compile(module)`: calls run the module's `__call__` compiled;
+    everything else (parameters(), train(), state_dict(), ...) is the module's."""
+
+    def __init__(self, module, **options):
+        object.__setattr__(self, "_orig_mod", module)
+        object.__setattr__(self, "_compiled", CompiledFunction(module.__call__, **options))
+        object.__setattr__(self, "_tensors", ())
+
+    def __call__(self, *args, **kwargs):
+        # Programs read parameters and buffers by identity: one rebound to a new
+        # tensor (model.weight = Parameter(...)) invalidates them.
+        m = self._orig_mod
+        tensors = tuple(m.parameters()) + tuple(m.buffers())
+        if len(tensors) != len(self._tensors) or any(
+                a is not b for a, b in zip(tensors, self._tensors)):
+            self._compiled._cache.clear()
+            object.__setattr__(self, "_tensors", tensors)
+        return self._compiled(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._orig_mod, name)
+
+    def __setattr__(self, name, value):
+        setattr(self._orig_mod, name, value)
+
+    def __repr__(self):
+        return f"CompiledModule({self._orig_mod!r})"
+
+
+def compile(model=None, *, fullgraph=False, dynamic=None, mode=None):
+    """Capture `model` (a function or an nn.Module) once per call signature and
+    replay it as a program: torch.compile's signature. Use as `compile(fn)`,
+    `@compile` or `@compile(fullgraph=True)`.
+
+    The function may be a forward or loss function (its result has a
+    `grad_fn`; `backward()` runs the captured backward), or a whole training
+    step that calls `backward()`, `autograd.grad()` and an optimizer's
+    `step()`/`zero_grad()`. What cannot be captured (`.item()`, `bool(t)`,
+    `.numpy()`, hooks, a custom autograd.Function, anomaly mode, saved-tensor
+    hooks) runs eagerly; with `fullgraph=True` it raises
+    `jitgrad.compiler.Unsupported` naming the call and the line.
+    docs/compile.md has the details; `compile.explain(fn, *args)` the report.
+
+    >>> import jitgrad
+    >>> @jitgrad.compile
+    ... def f(x):
+    ...     return (x.sin() * x).sum()
+    >>> x = jitgrad.tensor([0.5, 1.0], requires_grad=True)
+    >>> f(x).backward()   # traced (this call runs eagerly, recording)
+    >>> x.grad = None
+    >>> f(x).backward()   # replayed
+    >>> x.grad
+    tensor([0.9182, 1.3818])
+    """
+    options = dict(fullgraph=fullgraph, dynamic=dynamic, mode=mode)
+    if model is None:
+        return lambda m: compile(m, **options)
+    if isinstance(model, Module):
+        return CompiledModule(model, **options)
+    return CompiledFunction(model, **options)

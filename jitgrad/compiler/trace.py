@@ -1,0 +1,376 @@
+"""Capture: run the user's function once, eagerly, and record every op call.
+
+The trace is a real run (its results are the first call's results), during
+which jitgrad's op entry points (jitgrad/_trace.py) hand each call to the
+`Tracer`. It gives every tensor a slot, records the call with slot references
+in place of tensors, and records the backward pass as ops too: a `backward()`
+or `autograd.grad()` inside the function runs with create_graph=True, so the
+engine evaluates each derivative with Tensor ops, which the tracer sees. What
+the tracer cannot see into (a value handed to Python, a hook, a custom
+Function) is a graph break: from there on the call runs eagerly, and the
+function is not captured (see compiler/api.py for what happens next).
+"""
+import sys
+import threading
+
+import numpy as np
+
+from .. import _state
+from .._node import AccumulateGrad
+from ..autograd import engine
+from ..ops.creation import ones_like
+from ..tensor import Tensor
+from .program import Instr, Program, Ref, SlotMeta
+
+_PACKAGE = __file__.rsplit("compiler", 1)[0]
+
+
+class Unsupported(RuntimeError):
+    """What `fullgraph=True` raises at a graph break: the call and the user's line."""
+
+
+def user_frame():
+    """'file:line in function' of the innermost frame outside jitgrad."""
+    f = sys._getframe(1)
+    while f is not None and (f.f_code.co_filename.startswith(_PACKAGE)
+                             or f.f_code.co_filename.startswith("<jitgrad ")):
+        f = f.f_back
+    if f is None:
+        return "<unknown>"
+    return f"{f.f_code.co_filename}:{f.f_lineno} in {f.f_code.co_name}"
+
+
+def _accumulate_grad(var, g):
+    """What eager `backward()` does with a leaf's gradient: store a copy, or add
+    into the one already there (in place)."""
+    prev = _state.local.grad_enabled
+    _state.local.grad_enabled = False
+    try:
+        engine._accumulate(var, g.detach(), False)  # eager's own accumulation
+    finally:
+        _state.local.grad_enabled = prev
+
+
+class Tracer:
+    def __init__(self, fullgraph):
+        self.thread = threading.get_ident()
+        self.fullgraph = fullgraph
+        self.depth = 0          # > 0 inside a recorded call: its inner calls are part of it
+        self.in_engine = 0      # > 0 while the tracer itself runs the engine
+        self.nograd_region = False  # the derivatives a create_graph=False call asked for
+        self.broken = None      # (reason, user line) at the first graph break
+        self.ran_backward = False
+        self.slot_of = {}       # id(object) -> slot
+        self.by_array = {}      # id(array) -> the first slot holding that very array
+        self.keep = []          # keeps traced objects alive, so their ids stay theirs
+        self.born_ids = set()   # ids of tensors made during the trace
+        self.meta = []          # per slot: SlotMeta (None for a non-tensor input)
+        self.versions = []      # per slot: the tensor's version when last recorded
+        self.tensors = []       # per slot: the traced object
+        self.inputs = []        # (slot, position in the flattened arguments)
+        self.externals = []     # (slot, tensor) read by identity: parameters, constants
+        self.instrs = []
+
+    # ---- what the hooks ask -----------------------------------------------------------
+    def recording(self):
+        return (self.depth == 0 and self.broken is None
+                and threading.get_ident() == self.thread)
+
+    def takes_autograd(self):
+        return self.recording() and not self.in_engine
+
+    def born(self, t):
+        """Tensor.__init__ reports each tensor made while the trace runs."""
+        self.born_ids.add(id(t))
+        self.keep.append(t)
+
+    # ---- slots ------------------------------------------------------------------------
+    def _new_slot(self, obj, rg):
+        slot = len(self.meta)
+        self.slot_of[id(obj)] = slot
+        self.keep.append(obj)
+        self.tensors.append(obj)
+        if isinstance(obj, Tensor):
+            d = obj._data
+            self.by_array.setdefault(id(d), slot)
+            self.meta.append(SlotMeta(d.shape, d.dtype, type(d), rg))
+            self.versions.append(obj._vc[0])
+        else:
+            self.meta.append(None)
+            self.versions.append(None)
+        return slot
+
+    def add_input(self, obj, position):
+        slot = self._new_slot(obj, isinstance(obj, Tensor) and obj._rg)
+        self.inputs.append((slot, position))
+
+    def _ref(self, t):
+        slot = self.slot_of.get(id(t))
+        if slot is None and id(t) in self.born_ids:
+            # A new Tensor over a traced tensor's very array (a saved tensor unpacked for
+            # the backward pass) is that tensor's value: same slot.
+            slot = self.by_array.get(id(t._data))
+            if slot is not None and self.tensors[slot]._vc[0] == t._vc[0]:
+                self.slot_of[id(t)] = slot
+                self.keep.append(t)
+            else:
+                slot = None
+        if slot is None:
+            if id(t) in self.born_ids:
+                raise _Untraceable("a tensor made by a call the tracer does not record "
+                                   f"(grad_fn={type(t.grad_fn).__name__ if t.grad_fn else None})")
+            slot = self._new_slot(t, t._rg)
+            self.externals.append((slot, t))
+        elif self.versions[slot] is not None and self.versions[slot] != t._vc[0]:
+            raise _Untraceable("a tensor changed in place by a call the tracer does not record")
+        return Ref(slot)
+
+    def _refs(self, v):
+        if isinstance(v, Tensor):
+            return self._ref(v)
+        if type(v) is np.ndarray and id(v) in self.slot_of:
+            return Ref(self.slot_of[id(v)])
+        if type(v) in (list, tuple):
+            items = [self._refs(x) for x in v]
+            if any(type(x) is Ref or type(x) in (list, tuple) for x in items):
+                return type(v)(items)
+            return v
+        return v
+
+    def _outputs(self, out, rg):
+        if isinstance(out, Tensor):
+            slot = self.slot_of.get(id(out))
+            if slot is not None and self.tensors[slot] is out:
+                return Ref(slot)  # an input returned as it is
+            return Ref(self._new_slot(out, out._rg and rg))
+        if type(out) in (list, tuple):
+            return type(out)(self._outputs(o, rg) for o in out)
+        return out
+
+    # ---- recording ----------------------------------------------------------------------
+    def call(self, fn, name, args, kwargs, inplace=False, op=None):
+        loc = _state.local
+        if loc.saved_hooks or loc.anomaly or _state.fw_level[0] is not None:
+            self.graph_break("saved-tensor hooks, anomaly mode or forward AD became active")
+            return fn(*args, **kwargs)
+        try:
+            rargs = self._refs(args)
+            rkw = {k: self._refs(v) for k, v in kwargs.items()}
+        except _Untraceable as e:
+            self.graph_break(f"{name}: reads {e}")
+            return fn(*args, **kwargs)
+        self.depth += 1
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            self.depth -= 1
+        if inplace and isinstance(args[0], Tensor):
+            target = args[0]
+            vc = target._vc
+            for s, t in enumerate(self.tensors):  # views share the version counter
+                if isinstance(t, Tensor) and t._vc is vc:
+                    self.versions[s] = vc[0]
+            outs = rargs[0] if out is target else self._outputs(out, True)
+        else:
+            outs = self._outputs(out, self._rg_of(rargs, rkw))
+        self.instrs.append(Instr(fn, name, tuple(rargs), rkw, outs, inplace, op))
+        return out
+
+    def elementwise(self, call, op, operands, out_arr):
+        if out_arr is not None:
+            self.graph_break(f"{op.name}: writes into a raw array")
+            return call(op, *operands, out_arr=out_arr)
+        return self.call(call, op.name, (op,) + tuple(operands), {}, op=op)
+
+    def _rg_of(self, rargs, rkw):
+        """Whether an op's results require grad in eager mode: some tensor input does
+        (or it has none: a factory's requires_grad= says), and we are not computing the
+        derivatives of a create_graph=False call."""
+        if self.nograd_region:
+            return False
+        refs = list(_iter_refs(rargs)) + list(_iter_refs(tuple(rkw.values())))
+        return not refs or any(self.meta[r].rg for r in refs if self.meta[r] is not None)
+
+    def graph_break(self, reason):
+        where = user_frame()
+        if self.fullgraph:
+            raise Unsupported(f"jitgrad.compile(fullgraph=True) cannot capture {reason}, at "
+                              f"{where}. Remove the call from the compiled function, or "
+                              "compile with fullgraph=False to run that call eagerly.")
+        if self.broken is None:
+            self.broken = (reason, where)
+        _state.trace[0] = None  # the rest of the call runs eagerly, unhooked
+
+    # ---- the backward pass ------------------------------------------------------------
+    def backward(self, tensors, grad_tensors, retain_graph, create_graph, inputs):
+        roots = _as_tuple(tensors)
+        if create_graph:
+            self.graph_break("backward(create_graph=True): leaves get differentiable "
+                             "gradients")
+            return engine.backward(tensors, grad_tensors, retain_graph, create_graph,
+                                   inputs=inputs)
+        reason = _hooked(roots)
+        if reason is None and grad_tensors is None and any(r._data.size != 1 for r in roots):
+            reason = "backward() of a non-scalar without a gradient"
+        if reason is not None:
+            self.graph_break(reason)
+            return engine.backward(tensors, grad_tensors, retain_graph, create_graph,
+                                   inputs=inputs)
+        leaves = _as_tuple(inputs) if inputs is not None else _leaves(roots)
+        if not leaves:
+            return engine.backward(tensors, grad_tensors, retain_graph, create_graph,
+                                   inputs=inputs)
+        grads = self._run_grad(roots, leaves, grad_tensors, True, True)
+        self.ran_backward = True
+        for leaf, g in zip(leaves, grads):
+            if g is not None:
+                self.call(_accumulate_grad, "accumulate_grad", (leaf, g), {})
+
+    def grad(self, outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
+             is_grads_batched, materialize_grads):
+        outs = _as_tuple(outputs)
+        reason = _hooked(outs)
+        if reason is None and (is_grads_batched or materialize_grads):
+            reason = "autograd.grad(is_grads_batched=/materialize_grads=)"
+        if reason is None and grad_outputs is None and any(o._data.size != 1 for o in outs):
+            reason = "autograd.grad() of a non-scalar without grad_outputs"
+        if reason is not None:
+            self.graph_break(reason)
+            return engine.grad(outputs, inputs, grad_outputs, retain_graph, create_graph,
+                               allow_unused=allow_unused, is_grads_batched=is_grads_batched,
+                               materialize_grads=materialize_grads)
+        self.ran_backward = True
+        return self._run_grad(outs, _as_tuple(inputs), grad_outputs, allow_unused,
+                              create_graph)
+
+    def _run_grad(self, outs, inputs, grad_outputs, allow_unused, create_graph):
+        if grad_outputs is None:
+            grad_outputs = tuple(ones_like(o) for o in outs)  # recorded: a replay makes them
+        self.in_engine += 1
+        prev, self.nograd_region = self.nograd_region, self.nograd_region or not create_graph
+        try:
+            return engine.grad(outs, inputs, grad_outputs, retain_graph=True, create_graph=True,
+                               allow_unused=allow_unused)
+        finally:
+            self.in_engine -= 1
+            self.nograd_region = prev
+
+    # ---- the end ----------------------------------------------------------------------
+    def finish(self, result):
+        """(the program, or None after a graph break; the call's result as eager
+        mode gives it)."""
+        if self.broken is not None:
+            return None, result
+        try:
+            outs = self._final(result)
+        except _Untraceable as e:
+            self.graph_break(f"the result: {e}")
+            return None, result
+        prog = Program(self.meta, self.inputs, self.externals, self.instrs, outs,
+                       self.ran_backward)
+        return prog, _eager_view(result, self)
+
+    def _final(self, v):
+        if isinstance(v, Tensor):
+            return self._ref(v)
+        if type(v) in (list, tuple):
+            return type(v)(self._final(x) for x in v)
+        if type(v) is dict:
+            return {k: self._final(x) for k, x in v.items()}
+        if v is None or type(v) in (int, float, bool, str, complex):
+            return v
+        raise _Untraceable(f"a {type(v).__name__} (return tensors, numbers, or tuples, lists "
+                           "and dicts of them)")
+
+    def trace_backward(self, prog):
+        """Record the backward program of a forward-only capture: the derivatives of
+        the outputs that require grad w.r.t. the inputs and externals that do."""
+        outs = [r for r in _iter_refs(prog.outputs) if self.meta[r].rg]
+        sources = [s for s, _ in self.inputs + self.externals
+                   if self.meta[s] is not None and self.meta[s].rg]
+        if not outs or not sources:
+            return
+        outs = list(dict.fromkeys(outs))
+        self.instrs = []
+        grads_in = []
+        self.depth += 1  # placeholders for the incoming gradients, not ops
+        try:
+            for r in outs:
+                grads_in.append(self._new_slot(ones_like(self.tensors[r]), False))
+        finally:
+            self.depth -= 1
+        self.in_engine += 1
+        self.nograd_region = True
+        try:
+            grads = engine.grad(tuple(self.tensors[r] for r in outs),
+                                tuple(self.tensors[s] for s in sources),
+                                tuple(self.tensors[s] for s in grads_in), retain_graph=True,
+                                create_graph=True, allow_unused=True)
+            res = tuple(None if g is None else self._ref(g) for g in grads)
+        finally:
+            self.in_engine -= 1
+            self.nograd_region = False
+        if self.broken is not None:
+            return
+        prog.set_backward(self.meta, outs, grads_in, sources, self.instrs, res)
+
+
+class _Untraceable(Exception):
+    pass
+
+
+def _as_tuple(v):
+    return (v,) if isinstance(v, Tensor) else tuple(v)
+
+
+def _iter_refs(v):
+    if type(v) is Ref:
+        yield v
+    elif type(v) in (list, tuple):
+        for x in v:
+            yield from _iter_refs(x)
+    elif type(v) is dict:
+        for x in v.values():
+            yield from _iter_refs(x)
+
+
+def _nodes(roots):
+    seen, stack = set(), [r.grad_fn for r in roots if r.grad_fn is not None]
+    while stack:
+        n = stack.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        yield n
+        stack.extend(e[0] for e in n._edges)
+
+
+def _hooked(roots):
+    """Why the backward from `roots` runs user Python (a hook, a retained grad), or None."""
+    for n in _nodes(roots):
+        if n._pre_hooks or n._hooks or n._tensor_hooks or n._retain:
+            return f"a hook (or retain_grad) on {n.name()}"
+        if type(n) is AccumulateGrad:
+            v = n.variable
+            if v._hooks or v._post_hooks:
+                return "a hook on a leaf tensor"
+    return None
+
+
+def _leaves(roots):
+    return tuple(n.variable for n in _nodes(roots) if type(n) is AccumulateGrad)
+
+
+def _eager_view(v, tracer):
+    """The result as eager mode gives it: a derivative asked for without
+    create_graph carries no graph (the trace recorded it with one)."""
+    if isinstance(v, Tensor):
+        slot = tracer.slot_of.get(id(v))
+        if slot is not None and v._rg and not tracer.meta[slot].rg:
+            return v.detach()
+        return v
+    if type(v) in (list, tuple):
+        return type(v)(_eager_view(x, tracer) for x in v)
+    if type(v) is dict:
+        return {k: _eager_view(x, tracer) for k, x in v.items()}
+    return v
