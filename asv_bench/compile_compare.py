@@ -181,10 +181,11 @@ def digest(arrays):
 def explain_summary(case):
     import jitgrad
     try:
-        report = jitgrad.compile.explain(case.fn, *case.args)
+        report = str(jitgrad.compile.explain(case.fn, *case.args))
     except Exception as e:  # explain is diagnostics: its failure must not hide the timing
         return f"explain failed: {type(e).__name__}: {e}"
-    return " ".join(str(report).split())[:300]
+    summary = report.split("\nGuards:")[0]  # graphs, breaks with reasons, ops, executors
+    return "; ".join(line.strip() for line in summary.splitlines())
 
 
 def build_checked(impl, row):
@@ -195,6 +196,7 @@ def build_checked(impl, row):
     case.step()
     result = case.result()
     reply = {"first_s": time.perf_counter() - t, "digest": digest(result)}
+    case.wait()
     if impl == "jitgrad.compile":
         reference = workloads.build(workload, "jitgrad", **size)
         for i in range(CHECK_STEPS):

@@ -54,6 +54,12 @@ class Case:
         self.release = release  # drops what the last step left behind (outputs, .grad)
         self.fn, self.args = fn, args  # the step function and its arguments, for explain()
 
+    def wait(self):
+        """Block until a jitgrad.compile step runs its compiled kernels (they build
+        in a worker thread while the first calls replay on the Python tier)."""
+        if hasattr(self.fn, "wait"):
+            self.fn.wait()
+
 
 # ---- the libraries ------------------------------------------------------------------------------
 
