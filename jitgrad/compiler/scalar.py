@@ -386,6 +386,12 @@ def _extreme(name):
     return rule
 
 
+def _extreme_op(low, x, dim, keepdim, fn, name):
+    """The op that amax, amin, max and min (without indices) record: `name` says which."""
+    pick = "maximum" if name in ("amax", "max") else "minimum"
+    return _extreme(pick)(low, x, () if dim is None else dim, keepdim)
+
+
 def _squeeze(cells, axes):
     return cells.reshape(tuple(s for d, s in enumerate(cells.shape) if d not in axes))
 
@@ -527,7 +533,7 @@ _MOVES = frozenset(_VIEWS + ("stack", "cat", "flip", "clone"))
 
 _RULES = {
     "sum": _sum, "mean": _mean, "sum_to_size": _sum_to_size,
-    "amax": _extreme("maximum"), "amin": _extreme("minimum"),
+    "amax": _extreme("maximum"), "amin": _extreme("minimum"), "_extreme": _extreme_op,
     "softmax": _softmax(False), "log_softmax": _softmax(True),
     "index_put_zeros": _index_put_zeros, "to_dtype": _to_dtype,
     "zeros_as": _filled(0.0), "zeros_like": _filled(0.0), "ones_like": _filled(1.0),

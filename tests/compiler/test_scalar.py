@@ -15,7 +15,7 @@ from jitgrad.ops.registry import REGISTRY
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "asv_bench"))
-from eager_small_ops import _w7_graph  # noqa: E402
+from workloads import ops as _ops, w7_loss  # noqa: E402
 
 # float32 rows compute in float32 as eager kernels do, with the C library's math
 # functions where eager kernels use kernels/vmath.py's: an ulp or two apart.
@@ -40,7 +40,7 @@ def check_steps(step, arrays, steps=4):
     after every step (the first two compiled calls trace: .grad None, then set).
     Returns the explain() report of the capture."""
     eager, comp = leaves(*arrays), leaves(*arrays)
-    f = jitgrad.compile(step)
+    f = jitgrad.compile(step, mode="max-autotune")  # the tape is built before replays
     for _ in range(steps):
         for x in eager + comp:
             x.grad = None
@@ -66,7 +66,7 @@ def w2(x):
 
 def w7(ops):
     def step(x):
-        y = _w7_graph(jitgrad, x, ops)
+        y = w7_loss(_ops(jitgrad), x, ops)
         y.backward()
         return y
     return step
@@ -99,6 +99,7 @@ def test_the_tape_runs_when_the_program_runs(monkeypatch):
     f = jitgrad.compile(w2)
     f(x)  # the trace: eager
     assert calls == []
+    f.wait()  # the tape builds in a worker thread; replays before that run in Python
     x.grad = None
     f(x)
     assert len(calls) == 1 and calls[0] > 16
@@ -204,7 +205,7 @@ def test_a_view_changed_in_place_stays_in_python():
         v.mul_(3)  # changes y too, eagerly
         return (y * y).sum(), y
     x = jitgrad.tensor(np.linspace(-1, 1, 5, dtype=np.float32))
-    f = jitgrad.compile(step)
+    f = jitgrad.compile(step, mode="max-autotune")  # the tape is built before replays
     f(x)
     for want, got in zip(step(x), f(x)):
         assert_close(got._data, want._data)
@@ -224,7 +225,7 @@ def _claimed(prog):
 
 def test_a_returned_view_of_an_input_stays_a_view():
     x = jitgrad.tensor(np.linspace(-1, 1, 6, dtype=np.float32))
-    f = jitgrad.compile(lambda x: (x.reshape(2, 3), (x * 2).sum()))
+    f = jitgrad.compile(lambda x: (x.reshape(2, 3), (x * 2).sum()), mode="max-autotune")
     f(x)
     v, _ = f(x)
     x.add_(1.0)
@@ -253,7 +254,7 @@ def test_large_tensors_and_user_ops_are_left_to_others(register):
 
 
 def test_forward_only_capture_runs_its_backward_on_the_tape():
-    f = jitgrad.compile(lambda x: (x.sin() * x).sum())
+    f = jitgrad.compile(lambda x: (x.sin() * x).sum(), mode="max-autotune")
     x = jitgrad.tensor([0.5, 1.0], requires_grad=True)
     f(x).backward()
     want = x.grad._data.copy()
@@ -269,7 +270,7 @@ SCRIPT = textwrap.dedent("""
     import jitgrad
     x = jitgrad.tensor(np.linspace(-2, 2, 16, dtype=np.float32), requires_grad=True)
 
-    @jitgrad.compile
+    @jitgrad.compile(mode="max-autotune")
     def step(x):
         x.grad = None
         y = (jitgrad.tanh(jitgrad.sin(x) * jitgrad.exp(-x * x) + 0.5 * x)
@@ -347,7 +348,7 @@ def test_a_training_step_matches_eager(opt):
         return loss
     pe, pc = model(), model()
     oe, oc = (getattr(jitgrad.optim, opt)(p, **kw) for p in (pe, pc))
-    f = jitgrad.compile(step)
+    f = jitgrad.compile(step, mode="max-autotune")  # the tape is built before replays
     for _ in range(5):
         assert_close(f(pc, oc)._data, step(pe, oe)._data)
         for a, b in zip(pc, pe):
