@@ -152,9 +152,12 @@ class Tape:
                 steps.append((python_step(instrs[i]), i, i + 1))
                 i += 1
         for k, (_, a, b) in enumerate(steps):
+            # A slot a segment makes and reads itself never reaches env: nothing to free.
+            inner = {int(r) for ins in instrs[a:b] for r in ins.writes()} if a in taken else ()
             for ins in instrs[a:b]:
                 for r in ins.reads():
-                    last[int(r)] = k
+                    if int(r) not in inner:
+                        last[int(r)] = k
         free = [[] for _ in steps]
         for s, k in last.items():
             if s not in keep:
