@@ -25,6 +25,7 @@ SCRIPT = textwrap.dedent("""
     x, y = jitgrad.randn(128, 64), jitgrad.randint(0, 10, (128,))
     losses = [float(step(x, y)) for _ in range(4)]
     assert step.traces == 1 and step.eager_calls == 0, (step.traces, step.breaks)
+    assert step.wait()  # the executors' kernels, built in a worker thread, are ready
     print(jitgrad.compile_stats()["kernels_compiled"], *losses)
 """)
 

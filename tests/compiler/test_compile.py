@@ -13,7 +13,7 @@ import jitgrad.nn.functional as F
 from jitgrad import nn
 from jitgrad.compiler import RECOMPILE_LIMIT, CompiledFunction, CompiledModule
 
-from compile_helpers import assert_close
+from compile_helpers import MODE, assert_close
 
 import helpers
 
@@ -70,7 +70,7 @@ def test_training_step_compiled_matches_eager(opt_name):
     model_c, model_e = _model(0), _model(0)
     opt_c, opt_e = OPTIMIZERS[opt_name](model_c.parameters()), OPTIMIZERS[opt_name](
         model_e.parameters())
-    step = jitgrad.compile(_train_step)
+    step = jitgrad.compile(_train_step, mode=MODE)
     for i, (x, y) in enumerate(_batches(opt_name)):
         loss_c = step(model_c, opt_c, x, y)
         loss_e = _train_step(model_e, opt_e, x, y)
@@ -111,7 +111,7 @@ def test_every_layer_and_loss_module_in_a_compiled_step(loss_name):
     model_c, model_e = model(), model()
     opt_c = jitgrad.optim.AdamW(model_c.parameters(), lr=0.01)
     opt_e = jitgrad.optim.AdamW(model_e.parameters(), lr=0.01)
-    compiled = jitgrad.compile(step)
+    compiled = jitgrad.compile(step, mode=MODE)
     rng = helpers.rng_for("layers", loss_name)
     for i in range(STEPS):
         x, y = jitgrad.tensor(rng.standard_normal((5, 6)).astype("float32")), target(rng)
@@ -134,7 +134,7 @@ def test_training_step_matches_torch():
             q.copy_(torch.tensor(p.detach().numpy()))
     opt = jitgrad.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     th_opt = torch.optim.SGD(th_model.parameters(), lr=0.1, momentum=0.9)
-    step = jitgrad.compile(_train_step)
+    step = jitgrad.compile(_train_step, mode=MODE)
 
     def th_step(x, y):
         th_opt.zero_grad()
@@ -158,7 +158,7 @@ def test_loss_function_compiled_with_eager_optimizer():
     model_c, model_e = _model(2), _model(2)
     opt_c = jitgrad.optim.Adam(model_c.parameters(), lr=0.01)
     opt_e = jitgrad.optim.Adam(model_e.parameters(), lr=0.01)
-    loss_fn = jitgrad.compile(lambda m, x, y: F.cross_entropy(m(x), y))
+    loss_fn = jitgrad.compile(lambda m, x, y: F.cross_entropy(m(x), y), mode=MODE)
     for i, (x, y) in enumerate(_batches("loss")):
         for model, opt, fn in ((model_c, opt_c, loss_fn),
                                (model_e, opt_e, lambda m, x, y: F.cross_entropy(m(x), y))):
@@ -176,7 +176,7 @@ def test_learning_rate_changed_between_steps_is_used():
     model_c, model_e = _model(3), _model(3)
     opt_c = jitgrad.optim.SGD(model_c.parameters(), lr=0.1, momentum=0.5)
     opt_e = jitgrad.optim.SGD(model_e.parameters(), lr=0.1, momentum=0.5)
-    step = jitgrad.compile(_train_step)
+    step = jitgrad.compile(_train_step, mode=MODE)
     for i, (x, y) in enumerate(_batches("lr")):
         for opt in (opt_c, opt_e):
             opt.param_groups[0]["lr"] = 0.1 / (i + 1)
@@ -198,7 +198,7 @@ def _hvp(lib, A, w, v):
 def test_hessian_vector_product_compiled_matches_eager_and_torch():
     torch = helpers.require_torch()
     rng = helpers.rng_for("hvp")
-    hvp = jitgrad.compile(lambda A, w, v: _hvp(jitgrad, A, w, v))
+    hvp = jitgrad.compile(lambda A, w, v: _hvp(jitgrad, A, w, v), mode=MODE)
     for i in range(STEPS):
         A, w, v = rng.standard_normal((5, 4)), rng.standard_normal(4), rng.standard_normal(4)
         args = lambda lib, **kw: (lib.tensor(A), lib.tensor(w, requires_grad=True),  # noqa: E731
@@ -216,7 +216,7 @@ def test_gradient_of_the_hessian_vector_product_flows_back():
     gives w eager's third-order gradient."""
     rng = helpers.rng_for("hvp-bwd")
     A, w, v = rng.standard_normal((5, 4)), rng.standard_normal(4), rng.standard_normal(4)
-    hvp = jitgrad.compile(lambda A, w, v: _hvp(jitgrad, A, w, v))
+    hvp = jitgrad.compile(lambda A, w, v: _hvp(jitgrad, A, w, v), mode=MODE)
     grads = []
     for compiled in (True, True, False):
         wt = jitgrad.tensor(w, requires_grad=True)
@@ -375,7 +375,7 @@ def test_dropout_draws_a_new_mask_on_each_replay_as_eager_does():
     model_e.load_state_dict(model_c.state_dict())
     opt_c = jitgrad.optim.SGD(model_c.parameters(), lr=0.1, momentum=0.9)
     opt_e = jitgrad.optim.SGD(model_e.parameters(), lr=0.1, momentum=0.9)
-    step = jitgrad.compile(_train_step)
+    step = jitgrad.compile(_train_step, mode=MODE)
     for i, (x, y) in enumerate(_batches("dropout")):
         jitgrad.manual_seed(i)
         step(model_c, opt_c, x, y)

@@ -6,7 +6,7 @@ import pytest
 import jitgrad
 from jitgrad.ops.registry import FUNCTIONS, REGISTRY, call
 
-from compile_helpers import CALLS, assert_grads, assert_same_results, loss_of, twins
+from compile_helpers import CALLS, MODE, assert_grads, assert_same_results, loss_of, twins
 from registry_cases import PUBLIC, function_samples, op_sample
 
 # Samples whose capture must break, with (a part of) the reason: they still give
@@ -32,7 +32,7 @@ def _check_capture(compiled, key, traces=1):
 
 def _loss_mode(fn, sample, key):
     comp, eager = twins(sample, ("compile",) + key)
-    compiled = jitgrad.compile(lambda *a, **k: fn(*a, **k))
+    compiled = jitgrad.compile(lambda *a, **k: fn(*a, **k), mode=MODE)
     for step in range(CALLS):
         for leaf in comp.jg_leaves + eager.jg_leaves:
             leaf.grad = None
@@ -58,7 +58,7 @@ def _step_mode(fn, sample, key):
         return out
 
     comp, eager = twins(sample, ("compile",) + key)
-    compiled = jitgrad.compile(step)
+    compiled = jitgrad.compile(step, mode=MODE)
     for i in range(CALLS):
         got = compiled(*comp.jg_args, **comp.jg_kwargs)
         want = step(*eager.jg_args, **eager.jg_kwargs)

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import jitgrad
 from jitgrad.compiler.program import SMALL_ELEMENTS
 
-from compile_helpers import CALLS, assert_close, assert_same_results
+from compile_helpers import CALLS, MODE, assert_close, assert_same_results
 
 SETTINGS = dict(deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
@@ -86,7 +86,7 @@ def _check(program, m, n, seed, in_step):
         return loss, out, last
 
     fn = step if in_step else loss_fn
-    compiled = jitgrad.compile(fn)
+    compiled = jitgrad.compile(fn, mode=MODE)
     for call in range(CALLS + 1):
         got, want = compiled(*comp), fn(*eager)
         assert_same_results(got, want, f"call {call}", graph=not in_step)
