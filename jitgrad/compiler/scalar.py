@@ -454,6 +454,25 @@ def _index_put_zeros(low, g, shape, key):
     return out
 
 
+def _index_put(low, x, key, value):
+    """Out-of-place x[key] = value: numpy's assignment, of cell numbers (with
+    repeated indices the last value wins, as in eager mode)."""
+    m = low.meta[x]
+    if any(True for _ in iter_refs(key)):
+        raise _Unsupported("tensor key")
+    if type(value) is Ref:
+        if low.meta[value].dtype != m.dtype:
+            raise _Unsupported("index_put value dtype")
+        cells = low.cells(value)
+    elif type(value) in (float, int, bool) and m.dtype in (F32, F64):
+        cells = low.const(float(m.dtype.type(value)))
+    else:
+        raise _Unsupported("index_put value")
+    out = low.cells(x).copy()
+    out[indexing._norm_key(key, out.ndim)[0]] = cells
+    return out
+
+
 def _to_dtype(low, x, dtype):
     src = low.meta[x].dtype
     dst = _dt.to_dtype(dtype).np
@@ -529,12 +548,13 @@ _RULES = {
     "sum": _sum, "mean": _mean, "sum_to_size": _sum_to_size,
     "amax": _extreme("maximum"), "amin": _extreme("minimum"),
     "softmax": _softmax(False), "log_softmax": _softmax(True),
-    "index_put_zeros": _index_put_zeros, "to_dtype": _to_dtype,
+    "index_put_zeros": _index_put_zeros, "index_put": _index_put, "to_dtype": _to_dtype,
     "zeros_as": _filled(0.0), "zeros_like": _filled(0.0), "ones_like": _filled(1.0),
     "nn.functional.softplus": _softplus, "nn.functional.gelu": _gelu,
     "__rsub__": _elementwise_alias("sub", (1, 0)),
     "__rtruediv__": _elementwise_alias("div", (1, 0)),
     "__rpow__": _elementwise_alias("pow", (1, 0)),
+    "where": _elementwise_alias("where", (1, 0, 2)),  # the method: x.where(condition, y)
     "matmul": _matmul, "mm": _matmul, "bmm": _matmul, "dot": _matmul,
 }
 

@@ -353,3 +353,19 @@ def test_a_training_step_matches_eager(opt):
         for a, b in zip(pc, pe):
             assert_close(a._data, b._data)
     assert any(s.executor == scalar.NAME for s in f.entries()[-1].program.forward_tape.segments)
+
+
+def test_index_put_and_the_where_method():
+    from jitgrad.ops.indexing import index_put
+
+    def step(x, v):
+        y = index_put(x * 2, (slice(0, 2),), v.exp())       # rows 0 and 1 from v
+        z = index_put(y, ([2, 0, 2],), 0.5)                  # a repeated index: last wins
+        return z.where(z > 0.3, -z)
+    x = jitgrad.tensor(np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3))
+    v = jitgrad.tensor(np.linspace(0, 1, 3, dtype=np.float32))
+    f = jitgrad.compile(step)
+    for _ in range(3):
+        assert_close(f(x, v)._data, step(x, v)._data)
+    prog = f.entries()[0].program
+    assert all(_claimed(prog)), prog.forward_tape.describe()
