@@ -164,12 +164,14 @@ class _Lowering:
 
     # -- instructions --
     def try_lower(self, ins, keep):
-        """Lower `ins`, or leave the run as it was and return False."""
+        """Lower `ins`, or leave the run as it was and return False. An op that
+        refuses cell numbers (moved()) or arguments the rules did not foresee are
+        the Python tier's too."""
         n_inputs = len(self.inputs)
         try:
             self.lower(ins, keep)
             return True
-        except _Unsupported:
+        except (_Unsupported, TypeError, ValueError, IndexError, RuntimeError):
             for s, _ in self.inputs[n_inputs:]:
                 del self.loc[s]
             del self.inputs[n_inputs:]
@@ -353,10 +355,13 @@ def _index_tensors(low, v):
 
 
 def _filled(value):
-    def rule(low, *args, dtype=None, device=None, requires_grad=False, **kwargs):
+    """zeros_like/ones_like(x, dtype=None, device=None, requires_grad=False), and
+    zeros_as(shape, dtype, like): cells of one constant (a requires_grad=True
+    factory makes a leaf: the Python tier's)."""
+    def rule(low, x, dtype=None, device=None, requires_grad=False):
+        if requires_grad:
+            raise _Unsupported("a leaf that requires grad")
         m = low.out_meta
-        if requires_grad or kwargs:
-            raise _Unsupported("factory options")
         return low.const(float(m.dtype.type(value)), m.shape)
     return rule
 
