@@ -290,11 +290,11 @@ class _Lowering:
         kept = [d for d in range(nd) if d not in axes]
         shape = tuple(1 if d in axes else s for d, s in enumerate(cells.shape))
         n = math.prod(cells.shape[d] for d in axes)
+        if n == 0:
+            return self.const(0.0, shape)  # the sum of nothing (other reductions refuse it)
         table = np.transpose(cells, kept + list(axes)).reshape(-1, n)
         cols = [table[:, j] for j in range(n)]
         code = self.opcode(name, dtype)
-        if n == 0:
-            return self.const(0.0, shape)
 
         def add(a, b):
             return self.apply(code, a.shape, a, b)
