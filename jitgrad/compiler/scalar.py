@@ -67,15 +67,14 @@ class _Unsupported(Exception):
 
 # ---- what the lowering reads from instructions ---------------------------------------
 
-def _changed_in_place(instrs):
+def _changed_in_place(instrs, reads):
     """Slots that share storage, eagerly, with a tensor an in-place instruction
     changes: its views (by the view ops below), their views, and what they view.
     Made here, such a view would be a copy the change does not reach; reading
     them is fine (a run copies its inputs when it starts, in program order)."""
     root = {}
-    for ins in instrs:
+    for ins, src in zip(instrs, reads):
         if ins.name in _VIEWS:
-            src = [int(r) for r in ins.reads()]
             for r in iter_refs(ins.outs):
                 root[int(r)] = root.get(src[0], src[0]) if src else int(r)
     hit = {root.get(int(ins.args[0]), int(ins.args[0])) for ins in instrs
@@ -163,13 +162,13 @@ class _Lowering:
             raise _Unsupported(f"no {dtype} branch for {name}") from None
 
     # -- instructions --
-    def try_lower(self, ins, keep):
+    def try_lower(self, ins, reads, keep):
         """Lower `ins`, or leave the run as it was and return False. An op that
         refuses cell numbers (moved()) or arguments the rules did not foresee are
         the Python tier's too."""
         n_inputs = len(self.inputs)
         try:
-            self.lower(ins, keep)
+            self.lower(ins, reads, keep)
             return True
         except (_Unsupported, TypeError, ValueError, IndexError, RuntimeError):
             for s, _ in self.inputs[n_inputs:]:
@@ -177,11 +176,11 @@ class _Lowering:
             del self.inputs[n_inputs:]
             return False
 
-    def lower(self, ins, keep):
+    def lower(self, ins, reads, keep):
+        """Lower `ins`, which reads the slots `reads` (ints)."""
         outs = list(iter_refs(ins.outs))
         if not outs or type(ins.outs) not in (Ref, tuple, list) or ins.inplace:
             raise _Unsupported("no new tensor result")
-        reads = {int(r) for r in ins.reads()}
         if type(ins.outs) is Ref and int(ins.outs) in reads and (
                 ins.op is not None or ins.name in _RULES or ins.name in _MOVES):
             self.cells(ins.outs)  # an op that gave back its input (sum_to_size to its shape)
@@ -196,7 +195,7 @@ class _Lowering:
                 raise _Unsupported("elementwise call form")
             results = self.formula(ins.op, ins.args[1:], self.out_meta)
         elif ins.name in _MOVES:
-            results = self.moved(ins, keep)
+            results = self.moved(ins, reads, keep)
         elif ins.name in _RULES:
             results = _RULES[ins.name](self, *ins.args, **ins.kwargs)
         else:
@@ -212,11 +211,10 @@ class _Lowering:
             self.loc[int(r)] = cells
             self.made.add(int(r))
 
-    def moved(self, ins, keep):
+    def moved(self, ins, src, keep):
         """Cells of an op that only moves data: the op run on cell numbers. A view
         returned from the program, of a tensor the caller also sees, stays in the
         Python tier: there it is a view, here it would be a copy."""
-        src = [int(r) for r in ins.reads()]
         dtypes = {self.meta[r].dtype for r in src}
         if len(dtypes) != 1 or self.out_meta.dtype not in dtypes:
             raise _Unsupported("mixed dtypes")
@@ -568,11 +566,12 @@ _RULES = {
 
 def scalar_tape(meta, instrs, keep, taken):
     """Segments over the maximal runs of instructions this executor lowers."""
-    changed = _changed_in_place(instrs)
+    reads = [[int(r) for r in ins.reads()] for ins in instrs]
+    changed = _changed_in_place(instrs, reads)
     last = {}
-    for i, ins in enumerate(instrs):
-        for r in ins.reads():
-            last[int(r)] = i
+    for i, rs in enumerate(reads):
+        for r in rs:
+            last[r] = i
     table = None
     i, n = 0, len(instrs)
     while i < n:
@@ -585,7 +584,7 @@ def scalar_tape(meta, instrs, keep, taken):
             if table is None:
                 table = _interpreter()[0]
             low = low or _Lowering(meta, table)
-            if low.n > MAX_CELLS or not low.try_lower(ins, keep):
+            if low.n > MAX_CELLS or not low.try_lower(ins, reads[i], keep):
                 break
             i += 1
         if i - start >= MIN_RUN:
