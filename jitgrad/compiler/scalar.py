@@ -426,7 +426,8 @@ def _softmax(log):
         if dtype is not None or not cells.size:
             raise _Unsupported("softmax form")
         if cells.ndim == 0:
-            return cells if log else low.const(1.0)  # log_softmax of a 0-d tensor is x - x
+            # eager mode: softmax of a 0-d tensor is 1, log_softmax x - x (NaN at inf)
+            return low.binary("sub", kdt, cells, cells) if log else low.const(1.0)
         ax = (dim + cells.ndim if dim < 0 else dim,)
         z = low.binary("sub", kdt, cells, low.reduce(cells, ax, "maximum", kdt))
         e = low.unary("exp", kdt, z)
