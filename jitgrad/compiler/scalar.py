@@ -520,6 +520,13 @@ def _matmul(low, a, b):
     return _matmul_cells(low, low.cells(a), low.cells(b))
 
 
+def _converts_to(dtype):
+    """The methods x.float() and x.double()."""
+    def rule(low, x, memory_format=None):
+        return _to_dtype(low, x, dtype)
+    return rule
+
+
 def _elementwise_alias(name, order):
     """A rule running formula `name` on the operands in `order` (a method such as
     __rsub__ computes sub(other, self))."""
@@ -553,6 +560,7 @@ _RULES = {
     "amax": _extreme("maximum"), "amin": _extreme("minimum"),
     "softmax": _softmax(False), "log_softmax": _softmax(True),
     "index_put_zeros": _index_put_zeros, "index_put": _index_put, "to_dtype": _to_dtype,
+    "float": _converts_to(F32), "double": _converts_to(F64),
     "zeros_as": _filled(0.0), "zeros_like": _filled(0.0), "ones_like": _filled(1.0),
     "nn.functional.softplus": _softplus, "nn.functional.gelu": _gelu,
     "__rsub__": _elementwise_alias("sub", (1, 0)),
