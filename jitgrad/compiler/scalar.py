@@ -678,9 +678,9 @@ def _optimize(code, n_cells):
             live[i] = 1
             need[as_[i]] = need[bs[i]] = need[cs[i]] = 1
     keep = np.frombuffer(bytes(live), dtype=bool)
-    code = np.ascontiguousarray(np.array(cols, dtype=np.int32).T[keep]).reshape(-1, 5)
+    code = np.array(cols, dtype=np.int64).T[keep].reshape(-1, 5)
     computed = ~np.isin(code[:, 0], list(stores))
     if len(code) and (code[:, 2:].max() >= n_cells or code[computed, 1].max(initial=0)
                       >= n_cells or code.min() < 0):
         raise AssertionError("scalar tape: a cell index outside the arena (a jitgrad bug)")
-    return code
+    return np.ascontiguousarray(code, dtype=np.uint32)
