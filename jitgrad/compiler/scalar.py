@@ -67,15 +67,14 @@ class _Unsupported(Exception):
 
 # ---- what the lowering reads from instructions ---------------------------------------
 
-def _changed_in_place(instrs):
+def _changed_in_place(instrs, reads):
     """Slots that share storage, eagerly, with a tensor an in-place instruction
     changes: its views (by the view ops below), their views, and what they view.
     Made here, such a view would be a copy the change does not reach; reading
     them is fine (a run copies its inputs when it starts, in program order)."""
     root = {}
-    for ins in instrs:
+    for ins, src in zip(instrs, reads):
         if ins.name in _VIEWS:
-            src = [int(r) for r in ins.reads()]
             for r in iter_refs(ins.outs):
                 root[int(r)] = root.get(src[0], src[0]) if src else int(r)
     hit = {root.get(int(ins.args[0]), int(ins.args[0])) for ins in instrs
@@ -163,23 +162,25 @@ class _Lowering:
             raise _Unsupported(f"no {dtype} branch for {name}") from None
 
     # -- instructions --
-    def try_lower(self, ins, keep):
-        """Lower `ins`, or leave the run as it was and return False."""
+    def try_lower(self, ins, reads, keep):
+        """Lower `ins`, or leave the run as it was and return False. An op that
+        refuses cell numbers (moved()) or arguments the rules did not foresee are
+        the Python tier's too."""
         n_inputs = len(self.inputs)
         try:
-            self.lower(ins, keep)
+            self.lower(ins, reads, keep)
             return True
-        except _Unsupported:
+        except (_Unsupported, TypeError, ValueError, IndexError, RuntimeError):
             for s, _ in self.inputs[n_inputs:]:
                 del self.loc[s]
             del self.inputs[n_inputs:]
             return False
 
-    def lower(self, ins, keep):
+    def lower(self, ins, reads, keep):
+        """Lower `ins`, which reads the slots `reads` (ints)."""
         outs = list(iter_refs(ins.outs))
         if not outs or type(ins.outs) not in (Ref, tuple, list) or ins.inplace:
             raise _Unsupported("no new tensor result")
-        reads = {int(r) for r in ins.reads()}
         if type(ins.outs) is Ref and int(ins.outs) in reads and (
                 ins.op is not None or ins.name in _RULES or ins.name in _MOVES):
             self.cells(ins.outs)  # an op that gave back its input (sum_to_size to its shape)
@@ -194,7 +195,7 @@ class _Lowering:
                 raise _Unsupported("elementwise call form")
             results = self.formula(ins.op, ins.args[1:], self.out_meta)
         elif ins.name in _MOVES:
-            results = self.moved(ins, keep)
+            results = self.moved(ins, reads, keep)
         elif ins.name in _RULES:
             results = _RULES[ins.name](self, *ins.args, **ins.kwargs)
         else:
@@ -210,11 +211,10 @@ class _Lowering:
             self.loc[int(r)] = cells
             self.made.add(int(r))
 
-    def moved(self, ins, keep):
+    def moved(self, ins, src, keep):
         """Cells of an op that only moves data: the op run on cell numbers. A view
         returned from the program, of a tensor the caller also sees, stays in the
         Python tier: there it is a view, here it would be a copy."""
-        src = [int(r) for r in ins.reads()]
         dtypes = {self.meta[r].dtype for r in src}
         if len(dtypes) != 1 or self.out_meta.dtype not in dtypes:
             raise _Unsupported("mixed dtypes")
@@ -288,11 +288,11 @@ class _Lowering:
         kept = [d for d in range(nd) if d not in axes]
         shape = tuple(1 if d in axes else s for d, s in enumerate(cells.shape))
         n = math.prod(cells.shape[d] for d in axes)
+        if n == 0:
+            return self.const(0.0, shape)  # the sum of nothing (other reductions refuse it)
         table = np.transpose(cells, kept + list(axes)).reshape(-1, n)
         cols = [table[:, j] for j in range(n)]
         code = self.opcode(name, dtype)
-        if n == 0:
-            return self.const(0.0, shape)
 
         def add(a, b):
             return self.apply(code, a.shape, a, b)
@@ -353,10 +353,13 @@ def _index_tensors(low, v):
 
 
 def _filled(value):
-    def rule(low, *args, dtype=None, device=None, requires_grad=False, **kwargs):
+    """zeros_like/ones_like(x, dtype=None, device=None, requires_grad=False), and
+    zeros_as(shape, dtype, like): cells of one constant (a requires_grad=True
+    factory makes a leaf: the Python tier's)."""
+    def rule(low, x, dtype=None, device=None, requires_grad=False):
+        if requires_grad:
+            raise _Unsupported("a leaf that requires grad")
         m = low.out_meta
-        if requires_grad or kwargs:
-            raise _Unsupported("factory options")
         return low.const(float(m.dtype.type(value)), m.shape)
     return rule
 
@@ -429,7 +432,8 @@ def _softmax(log):
         if dtype is not None or not cells.size:
             raise _Unsupported("softmax form")
         if cells.ndim == 0:
-            return cells if log else low.const(1.0)  # log_softmax of a 0-d tensor is x - x
+            # eager mode: softmax of a 0-d tensor is 1, log_softmax x - x (NaN at inf)
+            return low.binary("sub", kdt, cells, cells) if log else low.const(1.0)
         ax = (dim + cells.ndim if dim < 0 else dim,)
         z = low.binary("sub", kdt, cells, low.reduce(cells, ax, "maximum", kdt))
         e = low.unary("exp", kdt, z)
@@ -457,6 +461,25 @@ def _index_put_zeros(low, g, shape, key):
     for pos, cell in zip(where.reshape(-1).tolist(),
                          np.broadcast_to(cells, where.shape).reshape(-1).tolist()):
         flat[pos] = low.apply(add, (), np.array(flat[pos]), np.array(cell))
+    return out
+
+
+def _index_put(low, x, key, value):
+    """Out-of-place x[key] = value: numpy's assignment, of cell numbers (with
+    repeated indices the last value wins, as in eager mode)."""
+    m = low.meta[x]
+    if any(True for _ in iter_refs(key)):
+        raise _Unsupported("tensor key")
+    if type(value) is Ref:
+        if low.meta[value].dtype != m.dtype:
+            raise _Unsupported("index_put value dtype")
+        cells = low.cells(value)
+    elif type(value) in (float, int, bool) and m.dtype in (F32, F64):
+        cells = low.const(float(m.dtype.type(value)))
+    else:
+        raise _Unsupported("index_put value")
+    out = low.cells(x).copy()
+    out[indexing._norm_key(key, out.ndim)[0]] = cells
     return out
 
 
@@ -503,6 +526,13 @@ def _matmul(low, a, b):
     return _matmul_cells(low, low.cells(a), low.cells(b))
 
 
+def _converts_to(dtype):
+    """The methods x.float() and x.double()."""
+    def rule(low, x, memory_format=None):
+        return _to_dtype(low, x, dtype)
+    return rule
+
+
 def _elementwise_alias(name, order):
     """A rule running formula `name` on the operands in `order` (a method such as
     __rsub__ computes sub(other, self))."""
@@ -535,12 +565,14 @@ _RULES = {
     "sum": _sum, "mean": _mean, "sum_to_size": _sum_to_size,
     "amax": _extreme("maximum"), "amin": _extreme("minimum"), "_extreme": _extreme_op,
     "softmax": _softmax(False), "log_softmax": _softmax(True),
-    "index_put_zeros": _index_put_zeros, "to_dtype": _to_dtype,
+    "index_put_zeros": _index_put_zeros, "index_put": _index_put, "to_dtype": _to_dtype,
+    "float": _converts_to(F32), "double": _converts_to(F64),
     "zeros_as": _filled(0.0), "zeros_like": _filled(0.0), "ones_like": _filled(1.0),
     "nn.functional.softplus": _softplus, "nn.functional.gelu": _gelu,
     "__rsub__": _elementwise_alias("sub", (1, 0)),
     "__rtruediv__": _elementwise_alias("div", (1, 0)),
     "__rpow__": _elementwise_alias("pow", (1, 0)),
+    "where": _elementwise_alias("where", (1, 0, 2)),  # the method: x.where(condition, y)
     "matmul": _matmul, "mm": _matmul, "bmm": _matmul, "dot": _matmul,
 }
 
@@ -549,11 +581,12 @@ _RULES = {
 
 def scalar_tape(meta, instrs, keep, taken):
     """Segments over the maximal runs of instructions this executor lowers."""
-    changed = _changed_in_place(instrs)
+    reads = [[int(r) for r in ins.reads()] for ins in instrs]
+    changed = _changed_in_place(instrs, reads)
     last = {}
-    for i, ins in enumerate(instrs):
-        for r in ins.reads():
-            last[int(r)] = i
+    for i, rs in enumerate(reads):
+        for r in rs:
+            last[r] = i
     table = None
     i, n = 0, len(instrs)
     while i < n:
@@ -566,7 +599,7 @@ def scalar_tape(meta, instrs, keep, taken):
             if table is None:
                 table = _interpreter()[0]
             low = low or _Lowering(meta, table)
-            if low.n > MAX_CELLS or not low.try_lower(ins, keep):
+            if low.n > MAX_CELLS or not low.try_lower(ins, reads[i], keep):
                 break
             i += 1
         if i - start >= MIN_RUN:
@@ -651,9 +684,9 @@ def _optimize(code, n_cells):
             live[i] = 1
             need[as_[i]] = need[bs[i]] = need[cs[i]] = 1
     keep = np.frombuffer(bytes(live), dtype=bool)
-    code = np.ascontiguousarray(np.array(cols, dtype=np.int32).T[keep]).reshape(-1, 5)
+    code = np.array(cols, dtype=np.int64).T[keep].reshape(-1, 5)
     computed = ~np.isin(code[:, 0], list(stores))
     if len(code) and (code[:, 2:].max() >= n_cells or code[computed, 1].max(initial=0)
                       >= n_cells or code.min() < 0):
         raise AssertionError("scalar tape: a cell index outside the arena (a jitgrad bug)")
-    return code
+    return np.ascontiguousarray(code, dtype=np.uint32)

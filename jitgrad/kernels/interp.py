@@ -1,7 +1,7 @@
 """One compiled interpreter for scalar tapes (compiler/scalar.py lowers programs
 of small tensors to them).
 
-A scalar tape is an int32 array of rows (opcode, out, a, b, c) over one
+A scalar tape is a uint32 array of rows (opcode, out, a, b, c) over one
 float64 arena: row i sets arena[out] to the opcode's function of arena[a],
 arena[b], arena[c], or stores arena[a] into element `out` of one of the output
 buffers. Each elementwise op of the formula table (ops/registry.py REGISTRY)
@@ -79,7 +79,9 @@ def opcodes(ops):
             branches.append((k, _branch(op, dt, k)))
     body = _dispatch(branches, "        ")
     text = "\n".join(body)
-    sig = "void(int32[:, ::1], float64[::1], float32[::1], float64[::1], boolean[::1], int64[::1])"
+    # Unsigned cell numbers: Numba indexes with them without the wraparound test of
+    # negative indices (a third faster).
+    sig = "void(uint32[:, ::1], float64[::1], float32[::1], float64[::1], boolean[::1], int64[::1])"
     source = (header() + "f32 = np.float32\nf64 = np.float64\n\n\n"
               f"@numba.njit({sig!r}, cache=True, nogil=True, error_model='numpy')\n"
               "def kernel(_code, _A, _o32, _o64, _ob, _oi):\n"
