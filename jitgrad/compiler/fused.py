@@ -376,7 +376,7 @@ class Launch:
             code = to_scalar_code(formula, dict(zip(args, names)), dtype=kdt)
             body.append(f"v{k} = T({code})")
         body += [f"o{j}[i] {mode} {v}" for j, (v, mode) in enumerate(zip(outs, modes))]
-        body += [f"b{j}[i - start] = {v}" for j, v in enumerate(self.red_names)]
+        body += [f"b{j}[j] = {v}" for j, v in enumerate(self.red_names)]
         what = "fused kernel"
         lines = [decorator("serial", f"void({', '.join(types)})"),
                  f"def kernel({', '.join(['n', 'lo', 'hi'] + arrays + scalars + stored + parts)}):",
@@ -389,7 +389,8 @@ class Launch:
                   f"        start = blk * {BLOCK}",
                   f"        stop = min(start + {BLOCK}, n)"]
         lines += [f"        b{j} = np.empty({BLOCK}, T)" for j in range(len(parts))]
-        lines.append("        for i in range(start, stop):")
+        # j counts from 0, so LLVM sees i >= 0 and drops the negative-index wraparound
+        lines += ["        for j in range(stop - start):", "            i = start + j"]
         lines += ["            " + line for line in body]
         for j in range(len(parts)):
             lines += ["        " + line for line in _block_sum(f"b{j}", f"r{j}[blk]")]
