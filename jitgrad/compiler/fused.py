@@ -462,7 +462,7 @@ class Launch:
         return not any(type(a) is HOST_ARRAY and np.may_share_memory(a, d) for a in args)
 
 
-_pool = [None, None]  # [thread pool, the process that made it]
+_pool = [None, None, 0]  # [thread pool, the process that made it, its threads]
 PIECES_PER_THREAD = 8
 
 
@@ -477,9 +477,10 @@ def _spread(kernel, n, args):
     if k <= 1:
         kernel(n, 0, nb, *args)
         return
-    if _pool[1] != os.getpid() or _pool[0]._max_workers < k - 1:
+    if _pool[1] != os.getpid() or _pool[2] < k - 1:
         # a pool's threads do not survive fork: a child makes its own
-        _pool[:] = [ThreadPoolExecutor(k - 1, thread_name_prefix="jitgrad-fused"), os.getpid()]
+        _pool[:] = [ThreadPoolExecutor(k - 1, thread_name_prefix="jitgrad-fused"), os.getpid(),
+                    k - 1]
     m = min(nb, k * PIECES_PER_THREAD)
     pieces = iter([(nb * j // m, nb * (j + 1) // m) for j in range(m)])
 
