@@ -376,7 +376,7 @@ class Launch:
             code = to_scalar_code(formula, dict(zip(args, names)), dtype=kdt)
             body.append(f"v{k} = T({code})")
         body += [f"o{j}[i] {mode} {v}" for j, (v, mode) in enumerate(zip(outs, modes))]
-        body += [f"b{j}[i - start] = {v}" for j, v in enumerate(self.red_names)]
+        body += [f"b{j}[j] = {v}" for j, v in enumerate(self.red_names)]
         what = "fused kernel"
         lines = [decorator("serial", f"void({', '.join(types)})"),
                  f"def kernel({', '.join(['n', 'lo', 'hi'] + arrays + scalars + stored + parts)}):",
@@ -389,7 +389,8 @@ class Launch:
                   f"        start = blk * {BLOCK}",
                   f"        stop = min(start + {BLOCK}, n)"]
         lines += [f"        b{j} = np.empty({BLOCK}, T)" for j in range(len(parts))]
-        lines.append("        for i in range(start, stop):")
+        # j counts from 0, so LLVM sees i >= 0 and drops the negative-index wraparound
+        lines += ["        for j in range(stop - start):", "            i = start + j"]
         lines += ["            " + line for line in body]
         for j in range(len(parts)):
             lines += ["        " + line for line in _block_sum(f"b{j}", f"r{j}[blk]")]
@@ -461,7 +462,7 @@ class Launch:
         return not any(type(a) is HOST_ARRAY and np.may_share_memory(a, d) for a in args)
 
 
-_pool = [None, None]  # [thread pool, the process that made it]
+_pool = [None, None, 0]  # [thread pool, the process that made it, its threads]
 PIECES_PER_THREAD = 8
 
 
@@ -476,9 +477,10 @@ def _spread(kernel, n, args):
     if k <= 1:
         kernel(n, 0, nb, *args)
         return
-    if _pool[1] != os.getpid() or _pool[0]._max_workers < k - 1:
+    if _pool[1] != os.getpid() or _pool[2] < k - 1:
         # a pool's threads do not survive fork: a child makes its own
-        _pool[:] = [ThreadPoolExecutor(k - 1, thread_name_prefix="jitgrad-fused"), os.getpid()]
+        _pool[:] = [ThreadPoolExecutor(k - 1, thread_name_prefix="jitgrad-fused"), os.getpid(),
+                    k - 1]
     m = min(nb, k * PIECES_PER_THREAD)
     pieces = iter([(nb * j // m, nb * (j + 1) // m) for j in range(m)])
 

@@ -163,6 +163,22 @@ def test_returned_intermediates_parameters_views_and_two_shapes():
     assert fused_count(e) > 0
 
 
+def test_a_leaf_in_fortran_order_gets_eager_modes_gradient_layout():
+    def step(x):  # accumulates: the first step stores .grad, later ones add into it
+        loss = (x.sin() * x).sum()
+        loss.backward()
+        return loss
+    a = leaves("fortran", [(400, 300)])[0]
+    xe, xc = (jitgrad.tensor(a).T.detach().requires_grad_() for _ in range(2))
+    assert not xc._data.flags.c_contiguous
+    compiled = jitgrad.compile(step, mode="max-autotune")
+    for _ in range(3):
+        step(xe), compiled(xc)
+        np.testing.assert_allclose(xc.grad.numpy(), xe.grad.numpy(), **TOL["float32"])
+        assert xc.grad._data.strides == xe.grad._data.strides
+    assert fused_count(jitgrad.compile.explain(step, xc)) > 0
+
+
 def test_forward_only_capture_runs_its_backward_fused_too():
     def loss_fn(x):
         return (x.sin() * x.exp() + x).sum()
