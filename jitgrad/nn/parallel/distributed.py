@@ -42,10 +42,9 @@ UNFINISHED = (
     "receive a gradient on rank {rank}: {names}")
 
 READY_TWICE = (
-    "Expected to mark a variable ready only once. Parameter {name} received a gradient after its "
-    "bucket was reduced: backward ran twice after one forward (or a parameter is used by two "
-    "DistributedDataParallel modules). Run the forward pass again before each backward, or "
-    "accumulate gradients inside `with ddp.no_sync():`.")
+    "Expected to mark a variable ready only once. Parameter {name} received a second gradient "
+    "before its bucket was reduced: a second backward ran before the first one reduced every "
+    "bucket. Run one backward per forward, or accumulate gradients inside `with ddp.no_sync():`.")
 
 
 def assign_buckets(params, cap_bytes, first_cap_bytes=FIRST_BUCKET_BYTES):
@@ -107,7 +106,7 @@ class _Reducer:
                 self.slot[i] = (b, k)
         self.used = np.ones(len(params), np.int32)
         self.ready = [False] * len(params)
-        self.state = "idle"  # idle: hooks leave gradients local; armed; reduced
+        self.armed = False  # armed by a forward: the next backward reduces
         self.next_bucket = 0
         self.timeline = {}
         if gradient_as_bucket_view:
@@ -117,17 +116,17 @@ class _Reducer:
 
     # ---- per iteration ------------------------------------------------------------
     def check_previous_finished(self):
-        if self.state == "armed" and any(self.ready):
+        if self.armed and any(self.ready):
             missing = [self.names[i] for i, r in enumerate(self.ready) if not r]
             raise RuntimeError(UNFINISHED.format(rank=self.world.rank, names=", ".join(missing)))
 
     def disarm(self):
-        self.state = "idle"
+        self.armed = False
 
     def prepare_for_backward(self, outputs):
         """Arm the hooks for the backward of `outputs`; with find_unused_parameters,
         the parameters the outputs do not depend on count as ready now."""
-        self.state = "armed"
+        self.armed = True
         self.ready = [False] * len(self.params)
         self.next_bucket = 0
         for b in self.buckets:
@@ -146,9 +145,9 @@ class _Reducer:
 
     def on_gradient(self, i, param):
         """The post-accumulate-grad hook of parameter i."""
-        if self.state == "idle":
-            return  # no_sync, or no forward armed us: the gradient stays local
-        if self.state == "reduced" or self.ready[i]:
+        if not self.armed:
+            return  # no_sync, or a second backward after one forward (as torch): stays local
+        if self.ready[i]:
             raise RuntimeError(READY_TWICE.format(name=self.names[i]))
         now = time.perf_counter()
         if self.timeline["first_hook"] is None:
@@ -206,7 +205,7 @@ class _Reducer:
             for k, i in enumerate(b.members):
                 if used[i]:  # a parameter no rank used keeps its gradient, as torch
                     self._write_back(i, b, k, scale)
-        self.state = "reduced"
+        self.armed = False
         self.timeline["reduced"] = time.perf_counter()
 
     def _write_back(self, i, b, k, scale):
