@@ -319,8 +319,10 @@ class DistributedDataParallel(Module):
         params = [p for _, p in named]
         self._reducer = _Reducer(world, params, [n for n, _ in named], int(cap * MIB),
                                  gradient_as_bucket_view, find_unused_parameters)
-        for i, p in enumerate(params):
-            p.register_post_accumulate_grad_hook(functools.partial(self._reducer.on_gradient, i))
+        if world.size > 1:  # alone, the average is the gradient itself: no hooks, no copies
+            for i, p in enumerate(params):
+                p.register_post_accumulate_grad_hook(
+                    functools.partial(self._reducer.on_gradient, i))
 
     def forward(self, *inputs, **kwargs):
         graph_break("DistributedDataParallel: gradient hooks and communication run eagerly")
@@ -333,7 +335,7 @@ class DistributedDataParallel(Module):
             for b in self.module.buffers():
                 broadcast(b, 0)
         out = self.module(*inputs, **kwargs)
-        if sync:
+        if sync and self._reducer.world.size > 1:
             self._reducer.prepare_for_backward(out)
         return out
 
