@@ -150,6 +150,19 @@ def scenario_unused(rank, n):
         everyone = np.zeros((n,) + g.shape, np.float32)
         dist.all_gather_into_tensor(jitgrad.from_numpy(everyone), jitgrad.from_numpy(g.copy()))
         assert (everyone == everyone[0]).all()
+    # what a parameter accumulated under no_sync still counts when this rank leaves it unused
+    jitgrad.manual_seed(0)
+    model, twin = TwoHeads(), TwoHeads()
+    twin.load_state_dict(model.state_dict())
+    ddp = DDP(model, bucket_cap_mb=BUCKET_MB, find_unused_parameters=True)
+    with ddp.no_sync():
+        ddp(x, True).sum().backward()
+    ddp(x, rank % 2 == 1).sum().backward()
+    twin(x, True).sum().backward()
+    twin(x, rank % 2 == 1).sum().backward()
+    expected = twin.b.weight.grad.clone()
+    dist.all_reduce(expected, op=dist.ReduceOp.AVG)
+    np.testing.assert_allclose(model.b.weight.grad.numpy(), expected.numpy(), rtol=1e-6)
     # without find_unused_parameters the buckets never complete: the next forward says why
     jitgrad.manual_seed(0)
     model = TwoHeads()

@@ -139,8 +139,11 @@ class _Reducer:
             for i, p in enumerate(self.params):
                 if id(p) not in reached:
                     self.used[i] = 0
-                    b, k = self.slot[i]
-                    b.views[k][...] = 0
+                    if p._grad_value is None:
+                        b, k = self.slot[i]
+                        b.views[k][...] = 0
+                    else:  # accumulated earlier (under no_sync): still this rank's share
+                        self._to_bucket(i, p)
                     self._mark(i)
 
     def on_gradient(self, i, param):
