@@ -48,14 +48,14 @@ _OPS = {
 
 
 def _mpi_op(world, op, dtype, who):
-    try:
-        number_op, bool_op, kinds = _OPS[ReduceOp(op)]
-    except ValueError:
+    entry = _OPS.get(op)
+    if entry is None:
         raise ValueError(f"{who}: {op!r} is not a ReduceOp; use one of "
-                         f"{', '.join('ReduceOp.' + o.name for o in ReduceOp)}") from None
+                         f"{', '.join('ReduceOp.' + o.name for o in ReduceOp)}")
+    number_op, bool_op, kinds = entry
     if dtype.kind not in kinds:
-        hint = " (use SUM and divide)" if op == ReduceOp.AVG else ""
-        raise ValueError(f"{who}: ReduceOp.{ReduceOp(op).name} is not defined for tensors of dtype "
+        hint = " (use SUM and divide)" if op is ReduceOp.AVG else ""
+        raise ValueError(f"{who}: ReduceOp.{op.name} is not defined for tensors of dtype "
                          f"{dtype.name}{hint}")
     return getattr(world.MPI, bool_op if dtype.kind == "b" else number_op)
 
@@ -119,11 +119,12 @@ def _check_rank(world, rank, who, arg):
 
 
 def _agree(world, header):
-    """In DETAIL mode, every rank's header (collective, tensors, op, root) must
-    be the same: exchanged first, so a mismatch raises on every rank."""
+    """In DETAIL mode, every rank's header (collective, tensors, op, root; made by
+    `header()` only then) must be the same: exchanged first, so a mismatch raises
+    on every rank."""
     if world.debug is not DebugLevel.DETAIL:
         return
-    headers = world.comm.allgather(header)
+    headers = world.comm.allgather(header())
     if any(h != headers[0] for h in headers):
         odd = next(r for r, h in enumerate(headers) if h != headers[0])
         raise RuntimeError(
@@ -174,7 +175,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     world = check_group(group)
     _check_tensor(tensor, who)
     mpi_op = _mpi_op(world, op, tensor._data.dtype, who)
-    _agree(world, f"all_reduce({_describe(tensor)}, op={ReduceOp(op).name})")
+    _agree(world, lambda: f"all_reduce({_describe(tensor)}, op={op.name})")
     buf, write_back = _host(tensor)
     finish = [_divide(buf, world.size)] if op == ReduceOp.AVG else []
     _written(tensor, write_back, finish)
@@ -188,7 +189,7 @@ def broadcast(tensor, src, group=None, async_op=False):
     world = check_group(group)
     _check_tensor(tensor, "broadcast")
     _check_rank(world, src, "broadcast", "src")
-    _agree(world, f"broadcast({_describe(tensor)}, src={src})")
+    _agree(world, lambda: f"broadcast({_describe(tensor)}, src={src})")
     buf, write_back = _host(tensor)
     finish = []
     _written(tensor, write_back, finish)
@@ -204,7 +205,7 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
     _check_tensor(output_tensor, who, "output_tensor")
     _check_tensor(input_tensor, who, "input_tensor")
     _check_sizes(output_tensor, input_tensor, world.size, who, "output_tensor", "input_tensor")
-    _agree(world, f"{who}({_describe(output_tensor)}, {_describe(input_tensor)})")
+    _agree(world, lambda: f"{who}({_describe(output_tensor)}, {_describe(input_tensor)})")
     send, _ = _host(input_tensor)
     recv, write_back = _host(output_tensor)
     finish = []
@@ -224,7 +225,7 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
     world = check_group(group)
     _check_tensor(tensor, "all_gather")
     _check_list(tensor_list, tensor, world.size, "all_gather", "tensor_list")
-    _agree(world, f"all_gather({_describe(tensor)})")
+    _agree(world, lambda: f"all_gather({_describe(tensor)})")
     send, _ = _host(tensor)
     recv = np.empty((world.size,) + send.shape, send.dtype)
     finish = _copy_out(recv, tensor_list)
@@ -254,7 +255,7 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     _check_tensor(input, who, "input")
     _check_sizes(input, output, world.size, who, "input", "output")
     mpi_op = _mpi_op(world, op, output._data.dtype, who)
-    _agree(world, f"{who}({_describe(output)}, {_describe(input)}, op={ReduceOp(op).name})")
+    _agree(world, lambda: f"{who}({_describe(output)}, {_describe(input)}, op={op.name})")
     send, _ = _host(input)
     recv, write_back = _host(output)
     finish = [_divide(recv, world.size)] if op == ReduceOp.AVG else []
@@ -270,7 +271,7 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
     _check_tensor(output, "reduce_scatter", "output")
     _check_list(input_list, output, world.size, "reduce_scatter", "input_list")
     mpi_op = _mpi_op(world, op, output._data.dtype, "reduce_scatter")
-    _agree(world, f"reduce_scatter({_describe(output)}, op={ReduceOp(op).name})")
+    _agree(world, lambda: f"reduce_scatter({_describe(output)}, op={op.name})")
     recv, write_back = _host(output)
     finish = [_divide(recv, world.size)] if op == ReduceOp.AVG else []
     _written(output, write_back, finish)
@@ -289,7 +290,7 @@ def gather(tensor, gather_list=None, dst=0, group=None, async_op=False):
         _check_list(gather_list, tensor, world.size, "gather", "gather_list")
     elif gather_list:
         raise ValueError("Argument ``gather_list`` must NOT be specified on non-destination ranks.")
-    _agree(world, f"gather({_describe(tensor)}, dst={dst})")
+    _agree(world, lambda: f"gather({_describe(tensor)}, dst={dst})")
     send, _ = _host(tensor)
     recv = np.empty((world.size,) + send.shape, send.dtype) if world.rank == dst else None
     finish = _copy_out(recv, gather_list) if world.rank == dst else []
@@ -307,7 +308,7 @@ def scatter(tensor, scatter_list=None, src=0, group=None, async_op=False):
         _check_list(scatter_list, tensor, world.size, "scatter", "scatter_list")
     elif scatter_list:
         raise ValueError("Argument ``scatter_list`` must NOT be specified on non-source ranks.")
-    _agree(world, f"scatter({_describe(tensor)}, src={src})")
+    _agree(world, lambda: f"scatter({_describe(tensor)}, src={src})")
     send = _stacked(scatter_list) if world.rank == src else None
     recv, write_back = _host(tensor)
     finish = []
@@ -319,5 +320,5 @@ def barrier(group=None, async_op=False, device_ids=None):
     """Wait until every rank has called barrier."""
     graph_break("jitgrad.distributed.barrier: communication runs eagerly")
     world = check_group(group)
-    _agree(world, "barrier()")
+    _agree(world, lambda: "barrier()")
     return _run(world, "Barrier", "Ibarrier", (), [], async_op)

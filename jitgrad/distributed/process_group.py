@@ -105,8 +105,8 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     for name, given, actual in (("world_size", world_size, comm.Get_size()),
                                 ("rank", rank, comm.Get_rank())):
         if given not in (-1, None) and given != actual:
-            raise ValueError(f"{name}={given} was passed but MPI's launcher set {actual}: with MPI, "
-                             f"mpiexec decides (mpiexec -n N); leave {name} out")
+            raise ValueError(f"{name}={given} was passed but MPI's launcher set {actual}: with "
+                             f"MPI, mpiexec decides (mpiexec -n N); leave {name} out")
     world = _World(MPI, comm.Dup(), debug)
     if world.size > 1:
         world.previous_excepthook = sys.excepthook

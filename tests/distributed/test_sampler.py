@@ -34,5 +34,6 @@ def test_shuffled_ranks_share_one_permutation_per_epoch():
 
 
 def test_invalid_rank():
-    with pytest.raises(ValueError, match=r"Invalid rank 3, rank should be in the interval \[0, 2\]"):
+    with pytest.raises(ValueError, match=r"Invalid rank 3, rank should be in the interval "
+                                         r"\[0, 2\]"):
         DistributedSampler(range(4), num_replicas=3, rank=3)

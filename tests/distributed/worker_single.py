@@ -34,6 +34,8 @@ def main():
            dist.all_reduce, jitgrad.tensor([1, 2]), op=dist.ReduceOp.AVG)
     expect(ValueError, "not defined for tensors of dtype complex64",
            dist.all_reduce, jitgrad.tensor([1j]), op=dist.ReduceOp.MAX)
+    expect(ValueError, "'sum' is not a ReduceOp; use one of ReduceOp.SUM", dist.all_reduce, t,
+           op="sum")
     expect(ValueError, "Tensors must be contiguous", dist.all_reduce, jitgrad.ones(3, 4).t())
     expect(ValueError, "Invalid rank: broadcast got src=1", dist.broadcast, t, 1)
     expect(ValueError, "a list of 1 tensors", dist.all_gather, [t, t], t)
