@@ -165,10 +165,11 @@ def _divide(arr, n):
 
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     """Reduce `tensor` across all ranks, in place: every rank ends with the result.
+    Under `mpiexec -n 2`, rank r holding `[r + 1.0]`:
 
-    >>> import jitgrad, jitgrad.distributed as dist
-    >>> t = jitgrad.tensor([1.0, 2.0])
-    >>> dist.all_reduce(t, op=dist.ReduceOp.SUM)  # doctest: +SKIP
+        t = jitgrad.tensor([dist.get_rank() + 1.0])
+        dist.all_reduce(t, op=dist.ReduceOp.SUM)    # t is tensor([3.]) on both ranks
+        dist.all_reduce(t, op=dist.ReduceOp.AVG, async_op=True).wait()
     """
     graph_break("jitgrad.distributed.all_reduce: communication runs eagerly")
     who = "all_reduce"

@@ -85,12 +85,12 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     the process is a world of size 1. `init_method` and `timeout` are accepted
     for torch's signature and not used: MPI needs no rendezvous address, and a
     rank that raises aborts the whole job (MPI_Abort) instead of timing out.
-    `world_size` and `rank`, if given, must agree with the launcher's.
+    `world_size` and `rank`, if given, must agree with the launcher's. A world of
+    more than one process gets a `sys.excepthook` that aborts the job (see
+    docs/distributed.md). In `python train.py`:
 
-    >>> import jitgrad.distributed as dist
-    >>> dist.init_process_group("mpi")  # doctest: +SKIP
-    >>> dist.get_rank(), dist.get_world_size()  # doctest: +SKIP
-    (0, 1)
+        dist.init_process_group("mpi")
+        dist.get_rank(), dist.get_world_size()      # (0, 1)
     """
     graph_break("jitgrad.distributed.init_process_group")
     if backend is not None and str(backend).lower() != "mpi":
