@@ -5,7 +5,7 @@ import pytest
 
 from mpi_launch import mpirun, passed
 
-SCENARIOS = ["equal", "overlap", "no_sync", "unused", "compile", "model_mismatch"]
+SCENARIOS = ["equal", "overlap", "no_sync", "unused", "compile", "buffers", "model_mismatch"]
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +38,10 @@ def test_unused_parameters(two_ranks):
 
 def test_compiled_step_breaks_the_graph_and_matches_eager(two_ranks):
     passed(two_ranks, "compile", 2)
+
+
+def test_buffers_come_from_rank_0(two_ranks):
+    passed(two_ranks, "buffers", 2)
 
 
 def test_different_models_raise_on_every_rank(two_ranks):

@@ -203,6 +203,32 @@ def scenario_compile(rank, n):
     assert compiled.eager_calls >= 2, compiled.eager_calls
 
 
+class Shifted(nn.Module):
+    """A Linear layer plus a buffer (as running statistics are)."""
+
+    def __init__(self, shift):
+        super().__init__()
+        self.lin = nn.Linear(3, 2)
+        self.register_buffer("shift", jitgrad.full((2,), float(shift)))
+
+    def forward(self, x):
+        return self.lin(x) + self.shift
+
+
+def scenario_buffers(rank, n):
+    """Buffers come from rank 0 at construction and again before each forward
+    (broadcast_buffers=True); with broadcast_buffers=False they stay local."""
+    ddp = DDP(Shifted(shift=rank + 1))
+    assert ddp.module.shift.tolist() == [1.0, 1.0]
+    ddp.module.shift.fill_(10.0 * (rank + 1))
+    ddp(jitgrad.ones(1, 3)).sum().backward()
+    assert ddp.module.shift.tolist() == [10.0, 10.0]
+    ddp = DDP(Shifted(shift=0), broadcast_buffers=False)
+    ddp.module.shift.fill_(float(rank))
+    ddp(jitgrad.ones(1, 3)).sum().backward()
+    assert ddp.module.shift.tolist() == [float(rank)] * 2
+
+
 def scenario_model_mismatch(rank, n):
     model = mlp(0, (10, 8 + rank, 5))
     try:
