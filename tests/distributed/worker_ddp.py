@@ -118,6 +118,17 @@ def scenario_no_sync(rank, n):
         F.cross_entropy(ref(x), y).backward()
     for p, q in zip(model.parameters(), ref.parameters()):
         np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-5, atol=1e-6)
+    # a second backward after one forward accumulates locally, as torch's
+    model.zero_grad()
+    own.zero_grad()
+    loss = F.cross_entropy(ddp(local(x, rank)), local(y, rank))
+    loss.backward(retain_graph=True)
+    loss.backward()
+    F.cross_entropy(own(local(x, rank)), local(y, rank)).backward()
+    mine = own[0].weight.grad.clone()
+    dist.all_reduce(own[0].weight.grad, op=dist.ReduceOp.AVG)
+    np.testing.assert_allclose(model[0].weight.grad.numpy(),
+                               own[0].weight.grad.numpy() + mine.numpy(), rtol=1e-5, atol=1e-6)
 
 
 class TwoHeads(nn.Module):
