@@ -3,6 +3,7 @@ check_examples_run.sh): exit code 0 and the line that says it did its job."""
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -28,7 +29,8 @@ def check_ok(proc):
 
 def test_every_example_is_tested():
     scripts = sorted(n for n in os.listdir(EXAMPLES) if n.endswith(".py"))
-    assert scripts == ["custom_op.py", "hooks_and_memory.py", "profile_step.py", "train_digits.py"]
+    assert scripts == ["custom_op.py", "hooks_and_memory.py", "profile_step.py", "train_digits.py",
+                       "train_digits_ddp.py"]
 
 
 def test_train_digits_quick():
@@ -37,6 +39,22 @@ def test_train_digits_quick():
     m = re.search(r"final test accuracy ([\d.]+)% after 3 epochs in [\d.]+ s", out)
     assert m, out
     assert float(m.group(1)) >= 90.0, out
+
+
+def test_train_digits_ddp_quick():
+    """Two ranks with the same global batch reach the single-process accuracy."""
+    pytest.importorskip("sklearn")
+    pytest.importorskip("mpi4py")
+    if shutil.which("mpiexec") is None:
+        pytest.skip("mpiexec is needed: pip install 'jitgrad[mpi]'")
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
+    out = check_ok(subprocess.run(
+        ["mpiexec", "-n", "2", sys.executable, os.path.join(EXAMPLES, "train_digits_ddp.py"),
+         "--quick"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300))
+    assert "2 rank(s) x batch 16 = global batch 32" in out, out
+    m = re.search(r"final test accuracy ([\d.]+)% after 3 epochs in [\d.]+ s on 2 rank", out)
+    assert m and float(m.group(1)) >= 90.0, out
 
 
 @pytest.mark.skipif("jitgrad.cuda.is_available()", reason="CUDA works here: nothing to refuse")

@@ -20,7 +20,7 @@ LAYERS = [
     ("_node", "_dual"),                      # the autograd core: nodes, edges, tasks, duals
     ("ops",),
     ("autograd",),
-    ("nn", "optim"),
+    ("nn", "optim", "distributed"),         # distributed: MPI collectives, under nn.parallel
     ("compiler",),                           # jitgrad.compile: capture and replay
     ("testing",),                            # input builders shared by tests and benchmarks
     ("__init__",),
