@@ -1,9 +1,8 @@
 """SGD with momentum, dampening, Nesterov momentum, weight decay and maximize,
 as torch.optim.SGD; each parameter's update is one fused kernel call."""
 from .. import backend
-from ..tensor import Tensor
 from . import _kernels
-from .optimizer import Optimizer
+from .optimizer import Optimizer, check_options
 
 
 class SGD(Optimizer):
@@ -21,14 +20,7 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False,
                  *, maximize=False):
-        if isinstance(lr, Tensor) and lr.numel() != 1:
-            raise ValueError("Tensor lr must be 1-element")
-        if lr < 0.0:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if momentum < 0.0:
-            raise ValueError(f"Invalid momentum value: {momentum}")
-        if weight_decay < 0.0:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        check_options(lr=lr, momentum=momentum, weight_decay=weight_decay)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
