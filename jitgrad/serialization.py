@@ -15,7 +15,7 @@ from collections import Counter, OrderedDict
 import numpy as np
 
 from . import backend
-from .dtypes import dtype as _dtype_class, to_dtype
+from .dtypes import dtype as _dtype_class, from_np, to_dtype
 from .nn.parameter import Parameter
 from .tensor import Tensor, check_device, device as _device, on_device
 
@@ -47,7 +47,7 @@ class _Writer:
         return name[len(_PREFIX):]
 
     def _array(self, arr):
-        arr = np.ascontiguousarray(arr)
+        arr = np.asarray(arr, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
         return self._file("arrays", "npy",
                           lambda f: np.lib.format.write_array(f, arr, allow_pickle=False))
 
@@ -200,7 +200,9 @@ class _Reader:
         if t is not None:
             return t
         saved_on = value["device"]
-        t = Tensor(self._array(value["array"]))
+        arr = self._array(value["array"])
+        from_np(arr.dtype)  # a tensor of a dtype jitgrad has, or a TypeError saying which
+        t = Tensor(arr)
         location = self.map_location
         if callable(location):
             moved = location(t, saved_on)

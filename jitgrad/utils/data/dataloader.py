@@ -90,7 +90,7 @@ def default_collate(batch):
     if isinstance(elem, collections.abc.Sequence):
         if any(len(e) != len(elem) for e in batch):
             raise RuntimeError("each element in list of batch should be of equal size")
-        fields = [default_collate(list(samples)) for samples in zip(*batch)]
+        fields = [default_collate(samples) for samples in zip(*batch)]
         if isinstance(elem, tuple):
             return fields
         try:
