@@ -38,6 +38,8 @@ MODULES = [
     ("jitgrad.nn.init", None),
     ("jitgrad.ops", None),
     ("jitgrad.optim", None),
+    ("jitgrad.optim.lr_scheduler", None),
+    ("jitgrad.utils.data", None),
     ("jitgrad.compiler", None),
     ("jitgrad.cuda", None),
     ("jitgrad.testing", None),
