@@ -18,7 +18,7 @@ class NAdam(Optimizer):
     >>> opt.step()
     >>> w
     Parameter containing:
-    tensor([ 0.9000, -1.9000], requires_grad=True)
+    tensor([ 0.8944, -1.8944], requires_grad=True)
     >>> list(opt.state[w])
     ['step', 'mu_product', 'exp_avg', 'exp_avg_sq']
     """

@@ -109,7 +109,7 @@ class DataLoader:
 
     >>> import jitgrad
     >>> from jitgrad.utils.data import DataLoader, TensorDataset
-    >>> ds = TensorDataset(jitgrad.arange(10.0), jitgrad.arange(10) % 2)
+    >>> ds = TensorDataset(jitgrad.arange(10.0), jitgrad.tensor([0, 1] * 5))
     >>> for x, y in DataLoader(ds, batch_size=4):
     ...     print(x, y)
     tensor([0., 1., 2., 3.]) tensor([0, 1, 0, 1])
