@@ -19,7 +19,7 @@ from .._trace import traced
 from ..autograd.grad_mode import enable_grad
 from ..errors import size_mismatch
 from ..nn.modules.module import _typename, _zero_grad
-from ..tensor import Tensor, on_device
+from ..tensor import CPU, Tensor, on_device
 
 
 class _RequiredParameter:
@@ -341,7 +341,9 @@ class Optimizer:
                 arr = value._data
                 if key != "step" and param._data.dtype.kind == "f":
                     arr = arr.astype(param._data.dtype)
-                return Tensor(on_device(arr.astype(arr.dtype, order="C"), param.device))
+                # the step count and other one-element state are read on the host
+                where = CPU if key in self._scalar_state else param.device
+                return Tensor(on_device(arr.astype(arr.dtype, order="C"), where))
             if isinstance(value, dict):
                 return {k: cast(param, v, k) for k, v in value.items()}
             if isinstance(value, (list, tuple)):

@@ -596,3 +596,35 @@ def test_adamw_defaults():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         optim.SGD([p])
+
+
+# ---- on a device ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, kwargs", [("RMSprop", dict(lr=0.01, momentum=0.9, centered=True)),
+                                          ("Adagrad", dict(lr=0.1, weight_decay=0.1)),
+                                          ("Adamax", dict(lr=0.01)),
+                                          ("NAdam", dict(lr=0.01, weight_decay=0.1,
+                                                         decoupled_weight_decay=True))])
+def test_device_steps_and_state_dict_match_the_cpu(device, name, kwargs):
+    """The CUDA kernels (generated from the same bodies) step as the CPU ones, and a
+    state_dict loaded onto a device keeps its one-element state on the host."""
+    init, grads = make_problem("float64", shapes=[(33,), (2, 3)], steps=6)
+    cpu = params_for(jitgrad, init)
+    dev = [nn.Parameter(jitgrad.tensor(a, device=device)) for a in init]
+    oc, od = getattr(optim, name)(cpu, **kwargs), getattr(optim, name)(dev, **kwargs)
+    for k, gs in enumerate(grads):
+        feed(jitgrad, cpu, gs)
+        for p, g in zip(dev, gs):
+            p.grad = None if g is None else jitgrad.tensor(g, device=device)
+        oc.step()
+        od.step()
+        if k == 2:  # both load it: loading casts NAdam's mu_product to the parameters' dtype
+            saved = copy.deepcopy(oc.state_dict())
+            oc.load_state_dict(copy.deepcopy(saved))
+            od.load_state_dict(saved)
+            assert all(v.device.type == ("cpu" if key in od._scalar_state else device)
+                       for s in od.state.values() for key, v in s.items())
+    for a, b in zip(cpu, dev):
+        np.testing.assert_allclose(b.detach().cpu().numpy(), a.detach().numpy(), rtol=1e-12,
+                                   atol=1e-14)
