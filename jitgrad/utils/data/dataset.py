@@ -1,5 +1,6 @@
 """Datasets, as torch.utils.data's: map-style (`__getitem__`, `__len__`) and
 iterable ones, `TensorDataset`, `Subset` and `random_split`."""
+import bisect
 import itertools
 import math
 import warnings
@@ -7,7 +8,8 @@ import warnings
 from ...tensor import Tensor
 from .sampler import numpy_rng
 
-__all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "random_split"]
+__all__ = ["Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "Subset",
+           "random_split"]
 
 
 class Dataset:
@@ -19,8 +21,7 @@ class Dataset:
         raise NotImplementedError(f"{type(self).__name__} must define __getitem__")
 
     def __add__(self, other):
-        raise TypeError("concatenating datasets (ConcatDataset) is not supported by jitgrad "
-                        "yet; build one TensorDataset from the concatenated tensors instead")
+        return ConcatDataset([self, other])
 
 
 class IterableDataset(Dataset):
@@ -56,6 +57,37 @@ class TensorDataset(Dataset):
 
     def __len__(self):
         return self.tensors[0].size(0)
+
+
+class ConcatDataset(Dataset):
+    """The samples of several map-style datasets, one after the other.
+
+    >>> from jitgrad.utils.data import ConcatDataset
+    >>> ds = ConcatDataset([[1, 2], [3, 4, 5]])
+    >>> len(ds), ds[2], ds[-1], ds.cumulative_sizes
+    (5, 3, 5, [2, 5])
+    """
+
+    def __init__(self, datasets):
+        self.datasets = list(datasets)
+        if len(self.datasets) == 0:
+            raise AssertionError("datasets should not be an empty iterable")
+        for d in self.datasets:
+            if isinstance(d, IterableDataset):
+                raise AssertionError("ConcatDataset does not support IterableDataset")
+        self.cumulative_sizes = list(itertools.accumulate(len(d) for d in self.datasets))
+
+    def __len__(self):
+        return self.cumulative_sizes[-1]
+
+    def __getitem__(self, idx):
+        if idx < 0:
+            if -idx > len(self):
+                raise ValueError("absolute value of index should not exceed dataset length")
+            idx = len(self) + idx
+        which = bisect.bisect_right(self.cumulative_sizes, idx)
+        start = self.cumulative_sizes[which - 1] if which else 0
+        return self.datasets[which][idx - start]
 
 
 class Subset(Dataset):

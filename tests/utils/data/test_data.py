@@ -161,6 +161,17 @@ def test_samplers_and_subset():
             torch.utils.data.Subset(_tensor_dataset(torch, 10), [9, 2]), batch_size=2)]
 
 
+def test_concat_dataset_matches_torch():
+    out = []
+    for lib in (jitgrad, torch):
+        a, b = _tensor_dataset(lib, 3), _tensor_dataset(lib, 5)
+        both = a + b
+        assert type(both) is lib.utils.data.ConcatDataset and both.cumulative_sizes == [3, 8]
+        out.append([_plain(x) for x in lib.utils.data.DataLoader(both, batch_size=3)]
+                   + [_plain(both[-1]), _plain(both[3])])
+    assert out[0] == out[1]
+
+
 @pytest.mark.parametrize("lengths", [[3, 7], [0.3, 0.3, 0.4], [0.25, 0.75]])
 def test_random_split_sizes_match_torch(lengths):
     ours = data.random_split(range(10), lengths, generator=jitgrad.manual_seed(0))
@@ -180,6 +191,8 @@ BAD = [
     lambda lib, ds: lib.utils.data.random_split(ds, [1.5, -0.5]),
     lambda lib, ds: list(lib.utils.data.DataLoader([[1, 2], [3]], batch_size=2)),
     lambda lib, ds: list(lib.utils.data.DataLoader([object()], batch_size=1)),
+    lambda lib, ds: lib.utils.data.ConcatDataset([]),
+    lambda lib, ds: (ds + ds)[-21],
 ]
 
 
