@@ -17,13 +17,14 @@ import numpy as np
 from . import backend
 from .dtypes import dtype as _dtype_class, from_np, to_dtype
 from .nn.parameter import Parameter
-from .tensor import Tensor, check_device, device as _device, on_device
+from .tensor import Size, Tensor, check_device, device as _device, on_device
 
 __all__ = ["save", "load"]
 
 FORMAT = "jitgrad.save 1"
 _PREFIX = "jitgrad/"
 _MAPPINGS = {"dict": dict, "OrderedDict": OrderedDict, "Counter": Counter}
+_SEQUENCES = {"tuple": tuple, "Size": Size}
 _FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 
@@ -58,8 +59,8 @@ class _Writer:
             return obj if math.isfinite(obj) else {"float": repr(obj)}
         if type(obj) is list:
             return [self.encode(v) for v in obj]
-        if type(obj) is tuple:
-            return {"tuple": [self.encode(v) for v in obj]}
+        if type(obj) in (tuple, Size):
+            return {type(obj).__name__: [self.encode(v) for v in obj]}
         if type(obj) in (dict, OrderedDict, Counter):
             return {type(obj).__name__: [[self.encode(k), self.encode(v)] for k, v in obj.items()]}
         if type(obj) is complex:
@@ -156,8 +157,8 @@ class _Reader:
         if isinstance(node, list):
             return [self.decode(v, f"{path}[{i}]") for i, v in enumerate(node)]
         (kind, value), = node.items()
-        if kind == "tuple":
-            return tuple(self.decode(v, f"{path}[{i}]") for i, v in enumerate(value))
+        if kind in _SEQUENCES:
+            return _SEQUENCES[kind](self.decode(v, f"{path}[{i}]") for i, v in enumerate(value))
         if kind in _MAPPINGS:
             out = _MAPPINGS[kind]()
             for k, v in value:

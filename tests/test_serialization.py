@@ -62,6 +62,7 @@ def test_nested_containers_and_scalars():
            "c": complex(1, -2), "od": OrderedDict([("z", 1), ("a", 2)]),
            "counter": Counter([5, 5, 7]), "dtype": jitgrad.float64,
            "device": jitgrad.device("cpu"), "np": np.arange(4.0), "npscalar": np.float32(1.5),
+           "shape": jitgrad.ones(2, 3).shape,
            "empty": [[], {}, ()]}
     loaded = round_trip(obj)
     assert_same(loaded, obj)
