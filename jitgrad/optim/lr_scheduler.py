@@ -14,8 +14,10 @@ from collections import Counter
 from ..tensor import Tensor
 from .optimizer import Optimizer
 
-__all__ = ["LRScheduler", "LambdaLR", "StepLR", "MultiStepLR", "ExponentialLR",
-           "CosineAnnealingLR", "OneCycleLR", "ReduceLROnPlateau"]
+__all__ = ["LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR",
+           "LinearLR", "ExponentialLR", "PolynomialLR", "CosineAnnealingLR",
+           "CosineAnnealingWarmRestarts", "SequentialLR", "ChainedScheduler", "OneCycleLR",
+           "ReduceLROnPlateau"]
 
 EPOCH_DEPRECATION_WARNING = (
     "The epoch parameter in `scheduler.step()` was not necessary and is being "
@@ -49,6 +51,11 @@ def _set_group_value(group, key, value):
         group[key].fill_(float(value))
     else:
         group[key] = value
+
+
+def _set_lrs(optimizer, values):
+    for group, lr in zip(optimizer.param_groups, values, strict=True):
+        _set_group_value(group, "lr", lr)
 
 
 def _per_group(name, optimizer, value):
@@ -96,6 +103,10 @@ class LRScheduler:
                         "run (not recommended)")
         self.base_lrs = _group_values(optimizer, "initial_lr")
         self.last_epoch = last_epoch
+        self._initial_step()
+
+    def _initial_step(self):
+        """The constructor's step: it sets the learning rates of epoch last_epoch + 1."""
         self._step_count = 0
         self._is_initial = True
         try:
@@ -130,6 +141,10 @@ class LRScheduler:
         self._step_count += 1
         if epoch is not None:
             warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=2)
+        self._update_lr(epoch)
+
+    def _update_lr(self, epoch=None):
+        """Set the learning rates of the next epoch, or of `epoch` by the closed form."""
         self._get_lr_called_within_step = True
         try:
             if epoch is None:
@@ -141,24 +156,12 @@ class LRScheduler:
                 values = closed_form()
         finally:
             self._get_lr_called_within_step = False
-        for group, lr in zip(self.optimizer.param_groups, values, strict=True):
-            _set_group_value(group, "lr", lr)
+        _set_lrs(self.optimizer, values)
         self._last_lr = _group_values(self.optimizer, "lr")
 
 
-class LambdaLR(LRScheduler):
-    """lr = initial lr * lr_lambda(epoch); lr_lambda is a function or a list of one
-    function per parameter group.
-
-    >>> import jitgrad
-    >>> opt = jitgrad.optim.SGD([jitgrad.nn.Parameter(jitgrad.ones(1))], lr=1.0)
-    >>> sched = jitgrad.optim.lr_scheduler.LambdaLR(opt, lambda epoch: 0.5 ** epoch)
-    >>> for _ in range(3):
-    ...     opt.step()
-    ...     sched.step()
-    >>> sched.get_last_lr()
-    [0.125]
-    """
+class _LambdaScheduler(LRScheduler):
+    """A schedule given by one function of the epoch per parameter group."""
 
     def __init__(self, optimizer, lr_lambda, last_epoch=-1):
         self.optimizer = optimizer
@@ -187,9 +190,42 @@ class LambdaLR(LRScheduler):
             if saved is not None:
                 fn.__dict__.update(saved)
 
+
+class LambdaLR(_LambdaScheduler):
+    """lr = initial lr * lr_lambda(epoch); lr_lambda is a function or a list of one
+    function per parameter group.
+
+    >>> import jitgrad
+    >>> opt = jitgrad.optim.SGD([jitgrad.nn.Parameter(jitgrad.ones(1))], lr=1.0)
+    >>> sched = jitgrad.optim.lr_scheduler.LambdaLR(opt, lambda epoch: 0.5 ** epoch)
+    >>> for _ in range(3):
+    ...     opt.step()
+    ...     sched.step()
+    >>> sched.get_last_lr()
+    [0.125]
+    """
+
     def get_lr(self):
         self._warn_if_outside_step()
         return [base_lr * fn(self.last_epoch) for fn, base_lr in zip(self.lr_lambdas, self.base_lrs)]
+
+
+class MultiplicativeLR(_LambdaScheduler):
+    """lr = previous lr * lr_lambda(epoch) at each step after the first."""
+
+    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
+        lambdas = lr_lambda if isinstance(lr_lambda, (list, tuple)) else [lr_lambda]
+        for fn in lambdas:
+            if not callable(fn):
+                raise TypeError(f"lr_lambda should be a function, but got {type(fn).__name__}")
+        super().__init__(optimizer, lr_lambda, last_epoch)
+
+    def get_lr(self):
+        self._warn_if_outside_step()
+        if self._is_initial:
+            return _group_values(self.optimizer, "lr")
+        return [group["lr"] * fn(self.last_epoch)
+                for fn, group in zip(self.lr_lambdas, self.optimizer.param_groups)]
 
 
 class StepLR(LRScheduler):
@@ -263,6 +299,83 @@ class ExponentialLR(LRScheduler):
         return [base_lr * self.gamma ** self.last_epoch for base_lr in self.base_lrs]
 
 
+class ConstantLR(LRScheduler):
+    """lr = initial lr * factor for the first total_iters epochs, then the initial lr."""
+
+    def __init__(self, optimizer, factor=1.0 / 3, total_iters=5, last_epoch=-1):
+        if factor > 1.0 or factor < 0:
+            raise ValueError("Constant multiplicative factor expected to be between 0 and 1.")
+        self.factor = factor
+        self.total_iters = total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        self._warn_if_outside_step()
+        if self.last_epoch == 0:
+            return [group["lr"] * self.factor for group in self.optimizer.param_groups]
+        if self.last_epoch != self.total_iters:
+            return _group_values(self.optimizer, "lr")
+        return [group["lr"] * (1.0 / self.factor) for group in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self):
+        return [base_lr * (self.factor + (self.last_epoch >= self.total_iters) * (1 - self.factor))
+                for base_lr in self.base_lrs]
+
+
+class LinearLR(LRScheduler):
+    """The factor on the initial lr goes linearly from start_factor to end_factor
+    over total_iters epochs (a warm-up, with the defaults)."""
+
+    def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5,
+                 last_epoch=-1):
+        if start_factor > 1.0 or start_factor <= 0:
+            raise ValueError("Starting multiplicative factor expected to be greater than 0 and "
+                             "less or equal to 1.")
+        if end_factor > 1.0 or end_factor < 0:
+            raise ValueError("Ending multiplicative factor expected to be between 0 and 1.")
+        self.start_factor = start_factor
+        self.end_factor = end_factor
+        self.total_iters = total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        self._warn_if_outside_step()
+        if self.last_epoch == 0:
+            return [group["lr"] * self.start_factor for group in self.optimizer.param_groups]
+        if self._is_initial or self.last_epoch > self.total_iters:
+            return _group_values(self.optimizer, "lr")
+        change = self.end_factor - self.start_factor
+        return [group["lr"] * (1.0 + change / (self.total_iters * self.start_factor
+                                               + (self.last_epoch - 1) * change))
+                for group in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self):
+        return [base_lr * (self.start_factor + (self.end_factor - self.start_factor)
+                           * min(self.total_iters, self.last_epoch) / self.total_iters)
+                for base_lr in self.base_lrs]
+
+
+class PolynomialLR(LRScheduler):
+    """lr = initial lr * (1 - epoch / total_iters) ** power, then 0."""
+
+    def __init__(self, optimizer, total_iters=5, power=1.0, last_epoch=-1):
+        self.total_iters = total_iters
+        self.power = power
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        self._warn_if_outside_step()
+        if self._is_initial or self.last_epoch > self.total_iters:
+            return _group_values(self.optimizer, "lr")
+        decay = ((1.0 - self.last_epoch / self.total_iters)
+                 / (1.0 - (self.last_epoch - 1) / self.total_iters)) ** self.power
+        return [group["lr"] * decay for group in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self):
+        return [base_lr * (1.0 - min(self.total_iters, self.last_epoch) / self.total_iters)
+                ** self.power for base_lr in self.base_lrs]
+
+
 class CosineAnnealingLR(LRScheduler):
     """Cosine annealing from the initial lr to eta_min over T_max epochs (SGDR
     without restarts), by torch's recursive formula; past T_max the cosine goes on
@@ -292,6 +405,173 @@ class CosineAnnealingLR(LRScheduler):
         return [self.eta_min + (base_lr - self.eta_min)
                 * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
                 for base_lr in self.base_lrs]
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """Cosine annealing from the initial lr to eta_min, restarting after T_0
+    epochs, then after T_0 * T_mult, T_0 * T_mult ** 2, ... (SGDR). step(epoch)
+    accepts fractional epochs."""
+
+    def __init__(self, optimizer, T_0, T_mult=1, eta_min=0.0, last_epoch=-1):
+        if T_0 <= 0 or not isinstance(T_0, int):
+            raise ValueError(f"Expected positive integer T_0, but got {T_0}")
+        if T_mult < 1 or not isinstance(T_mult, int):
+            raise ValueError(f"Expected integer T_mult >= 1, but got {T_mult}")
+        if not isinstance(eta_min, (float, int)):
+            raise ValueError(f"Expected float or int eta_min, but got {eta_min} of type "
+                             f"{type(eta_min)}")
+        self.T_0 = T_0
+        self.T_i = T_0
+        self.T_mult = T_mult
+        self.eta_min = eta_min
+        self.T_cur = last_epoch
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        self._warn_if_outside_step()
+        return [self.eta_min + (base_lr - self.eta_min)
+                * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2 for base_lr in self.base_lrs]
+
+    def step(self, epoch=None):
+        if epoch is None and self.last_epoch < 0:
+            epoch = 0
+        if epoch is None:
+            epoch = self.last_epoch + 1
+            self.T_cur = self.T_cur + 1
+            if self.T_cur >= self.T_i:
+                self.T_cur = self.T_cur % self.T_i
+                self.T_i = self.T_i * self.T_mult
+        elif epoch < 0:
+            raise ValueError(f"Expected non-negative epoch, but got {epoch}")
+        elif epoch >= self.T_0:
+            if self.T_mult == 1:
+                self.T_cur = epoch % self.T_0
+            else:
+                n = int(math.log((epoch / self.T_0 * (self.T_mult - 1) + 1), self.T_mult))
+                self.T_cur = epoch - self.T_0 * (self.T_mult ** n - 1) / (self.T_mult - 1)
+                self.T_i = self.T_0 * self.T_mult ** n
+        else:
+            self.T_i = self.T_0
+            self.T_cur = epoch
+        self.last_epoch = math.floor(epoch)
+        self._get_lr_called_within_step = True
+        try:
+            values = self.get_lr()
+        finally:
+            self._get_lr_called_within_step = False
+        _set_lrs(self.optimizer, values)
+        self._last_lr = _group_values(self.optimizer, "lr")
+
+
+class _Composite(LRScheduler):
+    """A scheduler made of others over one optimizer; its state_dict holds theirs."""
+
+    def _check_schedulers(self, optimizer, schedulers, what):
+        if len(schedulers) < 1:
+            raise ValueError(f"{type(self).__name__} expects at least one scheduler{what}, but "
+                             "got no scheduler.")
+        for k, scheduler in enumerate(schedulers):
+            if not hasattr(scheduler, "optimizer"):
+                raise TypeError(f"{type(self).__name__} at index {k} should have `optimizer` as "
+                                "its attribute.")
+            if isinstance(scheduler, ReduceLROnPlateau):
+                raise ValueError(
+                    f"{type(self).__name__} does not support `ReduceLROnPlateau` scheduler as it "
+                    "requires additional kwargs to be specified when calling `step`, but got one "
+                    f"at index {k} in the given schedulers sequence.")
+            if optimizer != scheduler.optimizer:
+                raise ValueError(
+                    f"{type(self).__name__} expects all schedulers to belong to the same "
+                    f"optimizer, but got scheduler {type(scheduler).__name__} at index {k} has "
+                    f"{scheduler.optimizer}, which is different from "
+                    f"{type(optimizer).__name__}.")
+
+    def state_dict(self):
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        saved = state_dict.pop("_schedulers")
+        self.__dict__.update(state_dict)
+        for scheduler, state in zip(self._schedulers, saved):
+            scheduler.load_state_dict(state)
+
+
+class SequentialLR(_Composite):
+    """Run schedulers one after another: schedulers[i + 1] takes over at epoch
+    milestones[i] (restarting from the initial lr), as for a warm-up then a decay.
+
+    >>> import jitgrad
+    >>> from jitgrad.optim import lr_scheduler
+    >>> opt = jitgrad.optim.SGD([jitgrad.nn.Parameter(jitgrad.ones(1))], lr=1.0)
+    >>> warmup = lr_scheduler.LinearLR(opt, start_factor=0.25, total_iters=3)
+    >>> decay = lr_scheduler.ExponentialLR(opt, gamma=0.5)
+    >>> sched = lr_scheduler.SequentialLR(opt, [warmup, decay], milestones=[3])
+    >>> lrs = []
+    >>> for _ in range(5):
+    ...     opt.step()
+    ...     sched.step()
+    ...     lrs += sched.get_last_lr()
+    >>> lrs
+    [0.5, 0.75, 1.0, 0.5, 0.25]
+    """
+
+    def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
+        self._check_schedulers(optimizer, schedulers, "")
+        if len(milestones) != len(schedulers) - 1:
+            raise ValueError(
+                "Sequential Schedulers expects number of schedulers provided to be one more than "
+                f"the number of milestone points, but got number of schedulers {len(schedulers)} "
+                f"and the number of milestones to be equal to {len(milestones)}")
+        self._schedulers = schedulers
+        self._milestones = milestones
+        self.last_epoch = last_epoch + 1
+        self.optimizer = optimizer
+        # undo what the schedulers' constructors did: start from the initial lr
+        for group in optimizer.param_groups:
+            _set_group_value(group, "lr", group["initial_lr"])
+        for scheduler in _leaves(schedulers):
+            scheduler.last_epoch -= 1
+        first = self._schedulers[bisect_right(self._milestones, 0)]
+        first._initial_step()
+        self._last_lr = first.get_last_lr()
+
+    def step(self):
+        self.last_epoch += 1
+        idx = bisect_right(self._milestones, self.last_epoch)
+        scheduler = self._schedulers[idx]
+        if idx > 0 and self._milestones[idx - 1] == self.last_epoch:
+            scheduler._update_lr(0)
+        else:
+            scheduler.step()
+        self._last_lr = scheduler.get_last_lr()
+
+
+def _leaves(schedulers):
+    """The schedulers inside nested SequentialLR/ChainedScheduler, depth first."""
+    for s in schedulers:
+        if hasattr(s, "_schedulers"):
+            yield from _leaves(s._schedulers)
+        elif hasattr(s, "last_epoch"):
+            yield s
+
+
+class ChainedScheduler(_Composite):
+    """Step several schedulers together at every step (their effects compose)."""
+
+    def __init__(self, schedulers, optimizer=None):
+        optimizer = optimizer or (schedulers[0].optimizer if schedulers else None)
+        self._check_schedulers(optimizer, schedulers, " to be chained")
+        self._schedulers = schedulers
+        self.optimizer = optimizer
+        self._last_lr = _group_values(self._schedulers[-1].optimizer, "lr")
+
+    def step(self):
+        for scheduler in self._schedulers:
+            scheduler.step()
+        self._last_lr = _group_values(self._schedulers[-1].optimizer, "lr")
 
 
 class OneCycleLR(LRScheduler):

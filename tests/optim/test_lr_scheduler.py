@@ -39,6 +39,18 @@ CASES = {
     "OneCycleLR-three-phase-linear": dict(max_lr=0.8, epochs=4, steps_per_epoch=10,
                                           three_phase=True, anneal_strategy="linear"),
     "OneCycleLR-adam": dict(max_lr=0.1, total_steps=STEPS, pct_start=0.25),
+    "MultiplicativeLR": dict(lr_lambda=lambda e: 0.95 if e % 2 else 1.01),
+    "ConstantLR": dict(factor=0.4, total_iters=6),
+    "LinearLR": dict(start_factor=0.1, end_factor=0.9, total_iters=12),
+    "PolynomialLR": dict(total_iters=20, power=2.0),
+    "CosineAnnealingWarmRestarts": dict(T_0=4, T_mult=2, eta_min=0.01),
+    "CosineAnnealingWarmRestarts-constant-period": dict(T_0=6),
+    "SequentialLR": lambda sched, opt: sched.SequentialLR(
+        opt, [sched.LinearLR(opt, start_factor=0.2, total_iters=4),
+              sched.CosineAnnealingLR(opt, T_max=10), sched.StepLR(opt, 3, gamma=0.7)],
+        milestones=[4, 15]),
+    "ChainedScheduler": lambda sched, opt: sched.ChainedScheduler(
+        [sched.ExponentialLR(opt, gamma=0.97), sched.MultiStepLR(opt, [5, 9], gamma=0.5)]),
 }
 
 
@@ -50,9 +62,11 @@ def _optimizer(lib, case):
     return lib.optim.SGD(groups, lr=0.1, momentum=0.9)
 
 
-def _scheduler(lib, case, opt, **extra):
-    name = case.split("-")[0]
-    return getattr(lib.optim.lr_scheduler, name)(opt, **CASES[case], **extra)
+def _scheduler(lib, case, opt):
+    spec = CASES[case]
+    if callable(spec):  # a scheduler made of others
+        return spec(lib.optim.lr_scheduler, opt)
+    return getattr(lib.optim.lr_scheduler, case.split("-")[0])(opt, **spec)
 
 
 def _trace(lib, case, steps=STEPS):
@@ -129,14 +143,19 @@ def test_closed_form_with_epoch_argument_matches_torch():
     out = []
     for lib in (jitgrad, torch):
         lrs = []
-        for case in ("StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR"):
+        for case in ("StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR", "ConstantLR",
+                     "LinearLR", "PolynomialLR", "CosineAnnealingWarmRestarts"):
             opt = _optimizer(lib, case)
             sched = _scheduler(lib, case, opt)
             opt.step()
-            with pytest.warns(UserWarning, match="The epoch parameter"):
-                for epoch in (5, 11, 3, 30):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                for epoch in (5, 11, 3, 30, 2.5) if case.startswith("CosineAnnealingW") \
+                        else (5, 11, 3, 30):
                     sched.step(epoch)
                     lrs.append(sched.get_last_lr())
+            # deprecated, with torch's warning (CosineAnnealingWarmRestarts takes it silently)
+            lrs.append([str(w.message)[:40] for w in caught])
         out.append(lrs)
     assert out[0] == out[1]
 
@@ -224,6 +243,21 @@ BAD = [
     lambda lib, opt: lib.optim.lr_scheduler.ReduceLROnPlateau(opt, mode="lowest"),
     lambda lib, opt: lib.optim.lr_scheduler.ReduceLROnPlateau(opt, threshold_mode="x"),
     lambda lib, opt: lib.optim.lr_scheduler.ReduceLROnPlateau(opt, min_lr=[0.1]),
+    lambda lib, opt: lib.optim.lr_scheduler.MultiplicativeLR(opt, [0.5, 0.5]),
+    lambda lib, opt: lib.optim.lr_scheduler.ConstantLR(opt, factor=1.5),
+    lambda lib, opt: lib.optim.lr_scheduler.LinearLR(opt, start_factor=0),
+    lambda lib, opt: lib.optim.lr_scheduler.LinearLR(opt, end_factor=2),
+    lambda lib, opt: lib.optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=0),
+    lambda lib, opt: lib.optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=2, T_mult=0),
+    lambda lib, opt: lib.optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, 2, eta_min="0"),
+    lambda lib, opt: lib.optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, 2).step(-1),
+    lambda lib, opt: lib.optim.lr_scheduler.SequentialLR(opt, [], milestones=[]),
+    lambda lib, opt: lib.optim.lr_scheduler.SequentialLR(
+        opt, [lib.optim.lr_scheduler.StepLR(opt, 2)], milestones=[3]),
+    lambda lib, opt: lib.optim.lr_scheduler.SequentialLR(opt, [1], milestones=[]),
+    lambda lib, opt: lib.optim.lr_scheduler.SequentialLR(
+        opt, [lib.optim.lr_scheduler.ReduceLROnPlateau(opt)], milestones=[]),
+    lambda lib, opt: lib.optim.lr_scheduler.ChainedScheduler([]),
 ]
 
 
