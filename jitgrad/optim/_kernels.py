@@ -303,3 +303,49 @@ def nadam_kernel(dtype, maximize, weight_decay, cuda=False):
         + "_max" * maximize + f"_{dtype}"
     return _kernel(("nadam", maximize, weight_decay) + _suffix(dtype, cuda), name,
                    lambda: nadam_source(dtype, maximize, weight_decay, cuda))
+
+
+def adadelta_source(dtype, maximize, weight_decay, cuda=False):
+    """kernel(p, g, square_avg, acc_delta, rho, omr, eps, neg_lr, [wd]), omr = 1 - rho.
+
+    torch: sq = sq * rho + (1 - rho) * grad * grad; delta = sqrt(acc + eps) / sqrt(sq + eps)
+    * grad; acc = acc * rho + (1 - rho) * delta * delta; p += -lr * delta."""
+    args = [("p", "a"), ("g", "a"), ("sq", "a"), ("acc", "a"), ("rho", "s"), ("omr", "s"),
+            ("eps", "s"), ("neg_lr", "s")]
+    body = _gradient(args, maximize, "l2" if weight_decay else None)
+    body += ["s = fma(omr * d, d, sq[i] * rho)", "sq[i] = s",
+             "delta = math.sqrt(acc[i] + eps) / math.sqrt(s + eps) * d",
+             "acc[i] = fma(omr * delta, delta, acc[i] * rho)", "p[i] = fma(delta, neg_lr, pi)"]
+    return _source(args, [(None, body)], dtype, cuda=cuda)
+
+
+def adadelta_kernel(dtype, maximize, weight_decay, cuda=False):
+    name = "adadelta" + "_wd" * weight_decay + "_max" * maximize + f"_{dtype}"
+    return _kernel(("adadelta", maximize, weight_decay) + _suffix(dtype, cuda), name,
+                   lambda: adadelta_source(dtype, maximize, weight_decay, cuda))
+
+
+def radam_source(dtype, maximize, weight_decay, cuda=False):
+    """kernel(p, g, exp_avg, exp_avg_sq, w1, beta2, omb2, bc1, lr, rectify, bc2_sqrt, eps,
+    rect, [wd | decay]); weight_decay as for Adam.
+
+    torch: m.lerp_(grad, w1 = 1 - beta1); v = v * beta2 + (1 - beta2) * grad * grad;
+    a = m / bc1 * lr; once the variance is tractable (rectify: rho_t > 5, decided per step
+    on the host) a = a * ((1 / (sqrt(v) + eps)) * bc2_sqrt) * rect; p -= a."""
+    args = [("p", "a"), ("g", "a"), ("m", "a"), ("v", "a"), ("w1", "s"), ("beta2", "s"),
+            ("omb2", "s"), ("bc1", "s"), ("lr", "s"), ("rectify", "b"), ("bc2_sqrt", "s"),
+            ("eps", "s"), ("rect", "s")]
+    body = _gradient(args, maximize, weight_decay)
+    body += ["mi = m[i]", "mi = LERP(mi)", "vi = fma(omb2 * d, d, v[i] * beta2)", "m[i] = mi",
+             "v[i] = vi", "a = mi / bc1 * lr", "if rectify:",
+             f"    a = a * ((np.{dtype}(1.0) / (math.sqrt(vi) + eps)) * bc2_sqrt) * rect",
+             "p[i] = pi - a"]
+    loops, prelude = _lerp_loops(body, dtype)
+    return _source(args, loops, dtype, prelude, cuda)
+
+
+def radam_kernel(dtype, maximize, weight_decay, cuda=False):
+    name = "radam" + "_decoupled" * (weight_decay == "decoupled") + "_l2" * (weight_decay == "l2") \
+        + "_max" * maximize + f"_{dtype}"
+    return _kernel(("radam", maximize, weight_decay) + _suffix(dtype, cuda), name,
+                   lambda: radam_source(dtype, maximize, weight_decay, cuda))

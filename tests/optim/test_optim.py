@@ -49,8 +49,13 @@ CONFIGS = [
     ("NAdam", dict(lr=0.01)),
     ("NAdam", dict(lr=0.01, weight_decay=0.1, momentum_decay=0.01)),
     ("NAdam", dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True, maximize=True)),
+    ("Adadelta", dict()),
+    ("Adadelta", dict(lr=0.5, rho=0.8, eps=1e-4, weight_decay=0.1, maximize=True)),
+    ("RAdam", dict(lr=0.01)),
+    ("RAdam", dict(lr=0.01, betas=(0.8, 0.9), weight_decay=0.1)),  # rectified from step 6
+    ("RAdam", dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True, maximize=True)),
 ]
-NEW_OPTIMIZERS = ["RMSprop", "Adagrad", "Adamax", "NAdam"]
+NEW_OPTIMIZERS = ["RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam"]
 CONFIG_IDS = [f"{name}-" + "-".join(f"{k}={v}" for k, v in kw.items()) for name, kw in CONFIGS]
 
 
@@ -205,8 +210,10 @@ def test_named_parameters_give_param_names():
 
 STATE_DICT_CASES = [("RMSprop", dict(lr=0.01, momentum=0.9, centered=True)),
                     ("Adagrad", dict(lr=0.1, initial_accumulator_value=0.1)),
-                    ("Adamax", dict(lr=0.01)), ("NAdam", dict(lr=0.01, weight_decay=0.1))]
+                    ("Adamax", dict(lr=0.01)), ("NAdam", dict(lr=0.01, weight_decay=0.1)),
+                    ("Adadelta", dict(lr=0.5)), ("RAdam", dict(lr=0.01, betas=(0.8, 0.9)))]
 FIRST_BUFFER = {"SGD": "momentum_buffer", "RMSprop": "square_avg", "Adagrad": "sum",
+                "Adadelta": "square_avg", "RAdam": "exp_avg",
                 "Adamax": "exp_avg", "NAdam": "exp_avg", "Adam": "exp_avg", "AdamW": "exp_avg"}
 
 
@@ -368,6 +375,12 @@ BAD = [
     lambda lib, p: lib.optim.NAdam([p], betas=(-0.1, 0.9)),
     lambda lib, p: lib.optim.NAdam([p], weight_decay=-1.0),
     lambda lib, p: lib.optim.NAdam([p], momentum_decay=-1.0),
+    lambda lib, p: lib.optim.Adadelta([p], lr=-1.0),
+    lambda lib, p: lib.optim.Adadelta([p], rho=1.5),
+    lambda lib, p: lib.optim.Adadelta([p], eps=-1.0),
+    lambda lib, p: lib.optim.Adadelta([p], weight_decay=-1.0),
+    lambda lib, p: lib.optim.RAdam([p], betas=(0.9, 1.0)),
+    lambda lib, p: lib.optim.RAdam([p], weight_decay=-1.0),
 ]
 
 
@@ -550,9 +563,11 @@ def test_kernel_sources_depend_on_flags_not_hyperparameters():
               for wd in (False, True)}
     others |= {f("float32", mx, wd) for f in (_kernels.adagrad_source, _kernels.adamax_source)
                for mx in (False, True) for wd in (False, True)}
-    others |= {_kernels.nadam_source("float32", mx, wd) for mx in (False, True)
-               for wd in (None, "l2", "decoupled")}
-    assert len(others) == 16 + 4 + 4 + 6
+    others |= {f("float32", mx, wd) for f in (_kernels.nadam_source, _kernels.radam_source)
+               for mx in (False, True) for wd in (None, "l2", "decoupled")}
+    others |= {_kernels.adadelta_source("float32", mx, wd) for mx in (False, True)
+               for wd in (False, True)}
+    assert len(others) == 16 + 4 + 4 + 6 + 6 + 4
     # no hyper-parameter value in any source: they are kernel arguments
     for s in sources | {src} | others:
         assert not re.search(r"0\.9|0\.999|1e-08|0\.001", s)
@@ -605,7 +620,9 @@ def test_adamw_defaults():
                                           ("Adagrad", dict(lr=0.1, weight_decay=0.1)),
                                           ("Adamax", dict(lr=0.01)),
                                           ("NAdam", dict(lr=0.01, weight_decay=0.1,
-                                                         decoupled_weight_decay=True))])
+                                                         decoupled_weight_decay=True)),
+                                          ("Adadelta", dict(weight_decay=0.1)),
+                                          ("RAdam", dict(betas=(0.5, 0.8), maximize=True))])
 def test_device_steps_and_state_dict_match_the_cpu(device, name, kwargs):
     """The CUDA kernels (generated from the same bodies) step as the CPU ones, and a
     state_dict loaded onto a device keeps its one-element state on the host."""
