@@ -8,8 +8,15 @@ import warnings
 from ...tensor import Tensor
 from .sampler import numpy_rng
 
-__all__ = ["Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "Subset",
-           "random_split"]
+__all__ = ["Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "ChainDataset",
+           "Subset", "random_split", "get_worker_info"]
+
+
+def get_worker_info():
+    """None: jitgrad's DataLoader loads in the main process, so an IterableDataset
+    that shards its stream by worker sees the whole stream, as torch's does with
+    num_workers=0."""
+    return None
 
 
 class Dataset:
@@ -88,6 +95,26 @@ class ConcatDataset(Dataset):
         which = bisect.bisect_right(self.cumulative_sizes, idx)
         start = self.cumulative_sizes[which - 1] if which else 0
         return self.datasets[which][idx - start]
+
+
+class ChainDataset(IterableDataset):
+    """The samples of several iterable datasets, one stream after the other."""
+
+    def __init__(self, datasets):
+        self.datasets = datasets
+
+    def _checked(self):
+        for d in self.datasets:
+            if not isinstance(d, IterableDataset):
+                raise AssertionError("ChainDataset only supports IterableDataset")
+            yield d
+
+    def __iter__(self):
+        for d in self._checked():
+            yield from d
+
+    def __len__(self):
+        return sum(len(d) for d in self._checked())
 
 
 class Subset(Dataset):

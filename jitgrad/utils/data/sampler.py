@@ -5,10 +5,10 @@ one, each epoch's order is drawn from jitgrad's global generator, so
 `jitgrad.manual_seed(s)` makes shuffling reproducible."""
 import numpy as np
 
-from ...ops.creation import _gen
+from ...ops.creation import _gen, tensor
 
 __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
-           "BatchSampler"]
+           "WeightedRandomSampler", "BatchSampler"]
 
 
 def numpy_rng(generator):
@@ -101,6 +101,53 @@ class SubsetRandomSampler(Sampler):
 
     def __len__(self):
         return len(self.indices)
+
+
+class WeightedRandomSampler(Sampler):
+    """num_samples indices drawn with probabilities proportional to `weights` (with
+    replacement by default), e.g. to balance classes.
+
+    >>> import jitgrad
+    >>> from jitgrad.utils.data import WeightedRandomSampler
+    >>> sampler = WeightedRandomSampler([0.0, 1.0, 0.0, 3.0], 6, generator=jitgrad.manual_seed(0))
+    >>> sorted(set(sampler))
+    [1, 3]
+    """
+
+    def __init__(self, weights, num_samples, replacement=True, generator=None):
+        if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples <= 0:
+            raise ValueError("num_samples should be a positive integer value, but got "
+                             f"num_samples={num_samples}")
+        if not isinstance(replacement, bool):
+            raise ValueError("replacement should be a boolean value, but got replacement="
+                             f"{replacement}")
+        weights = tensor(weights, dtype=np.float64)
+        if weights.dim() != 1:
+            raise ValueError("weights should be a 1d sequence but given weights have shape "
+                             f"{tuple(weights.shape)}")
+        w = weights.numpy()
+        if not (np.isfinite(w).all() and (w >= 0).all() and w.sum() > 0):
+            raise RuntimeError("invalid multinomial distribution (weights must be finite, "
+                               "non-negative and not all zero)")
+        if not replacement and num_samples > np.count_nonzero(w):
+            raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
+                               f"replacement ({num_samples} samples, {np.count_nonzero(w)} "
+                               "non-zero weights)")
+        self.weights = weights
+        self.num_samples = num_samples
+        self.replacement = replacement
+        self.generator = generator
+
+    def order(self):
+        w = self.weights.numpy()
+        return numpy_rng(self.generator).choice(len(w), self.num_samples, self.replacement,
+                                                p=w / w.sum())
+
+    def __iter__(self):
+        return iter(self.order().tolist())
+
+    def __len__(self):
+        return self.num_samples
 
 
 class BatchSampler(Sampler):

@@ -161,6 +161,40 @@ def test_samplers_and_subset():
             torch.utils.data.Subset(_tensor_dataset(torch, 10), [9, 2]), batch_size=2)]
 
 
+def test_weighted_random_sampler_follows_the_weights():
+    weights = [0.0, 1.0, 0.0, 3.0]
+    drawn = list(data.WeightedRandomSampler(weights, 4000, generator=jitgrad.manual_seed(0)))
+    counts = np.bincount(drawn, minlength=4)
+    assert counts[0] == counts[2] == 0 and 2.6 < counts[3] / counts[1] < 3.4
+    unique = list(data.WeightedRandomSampler([1.0, 2.0, 3.0], 3, replacement=False))
+    assert sorted(unique) == [0, 1, 2]
+    loader = data.DataLoader(_tensor_dataset(jitgrad, 4), batch_size=5,
+                             sampler=data.WeightedRandomSampler(weights, 10))
+    assert all(float(y) in (1.0, 3.0) for _, ys in loader for y in ys)
+    with pytest.raises(RuntimeError, match="without replacement"):
+        data.WeightedRandomSampler(weights, 3, replacement=False)
+    with pytest.raises(RuntimeError, match="invalid multinomial distribution"):
+        data.WeightedRandomSampler([0.0, -1.0], 3)
+
+
+def test_chain_dataset_and_worker_info_match_torch():
+    class TorchStream(torch.utils.data.IterableDataset):
+        def __init__(self, n):
+            self.n = n
+
+        def __iter__(self):
+            return iter(range(self.n))
+
+        def __len__(self):
+            return self.n
+    ours = data.ChainDataset([_Stream(3), _Stream(4)])
+    theirs = torch.utils.data.ChainDataset([TorchStream(3), TorchStream(4)])
+    assert list(ours) == list(theirs) and len(ours) == len(theirs)
+    assert [_plain(b) for b in data.DataLoader(ours, batch_size=3)] == \
+        [_plain(b) for b in torch.utils.data.DataLoader(theirs, batch_size=3)]
+    assert data.get_worker_info() is None is torch.utils.data.get_worker_info()
+
+
 def test_concat_dataset_matches_torch():
     out = []
     for lib in (jitgrad, torch):
@@ -193,6 +227,10 @@ BAD = [
     lambda lib, ds: list(lib.utils.data.DataLoader([object()], batch_size=1)),
     lambda lib, ds: lib.utils.data.ConcatDataset([]),
     lambda lib, ds: (ds + ds)[-21],
+    lambda lib, ds: lib.utils.data.WeightedRandomSampler([1.0], 0),
+    lambda lib, ds: lib.utils.data.WeightedRandomSampler([1.0], 2, replacement=1),
+    lambda lib, ds: lib.utils.data.WeightedRandomSampler([[1.0]], 2),
+    lambda lib, ds: len(lib.utils.data.ChainDataset([ds])),
 ]
 
 
