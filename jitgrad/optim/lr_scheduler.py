@@ -16,8 +16,8 @@ from .optimizer import Optimizer
 
 __all__ = ["LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR",
            "LinearLR", "ExponentialLR", "PolynomialLR", "CosineAnnealingLR",
-           "CosineAnnealingWarmRestarts", "SequentialLR", "ChainedScheduler", "OneCycleLR",
-           "ReduceLROnPlateau"]
+           "CosineAnnealingWarmRestarts", "SequentialLR", "ChainedScheduler", "CyclicLR",
+           "OneCycleLR", "ReduceLROnPlateau"]
 
 EPOCH_DEPRECATION_WARNING = (
     "The epoch parameter in `scheduler.step()` was not necessary and is being "
@@ -574,7 +574,118 @@ class ChainedScheduler(_Composite):
         self._last_lr = _group_values(self._schedulers[-1].optimizer, "lr")
 
 
-class OneCycleLR(LRScheduler):
+class _CyclesMomentum(LRScheduler):
+    """A schedule that also cycles the momentum (or Adam's beta1) of each group,
+    between base_momentum and max_momentum."""
+
+    def _init_momentum(self, optimizer, base_momentum, max_momentum, last_epoch):
+        """Per-group momentum bounds (also returned); a new schedule starts at max."""
+        if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+            raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` "
+                             "option enabled")
+        self.use_beta1 = "betas" in optimizer.defaults
+        base_momentums = _per_group("base_momentum", optimizer, base_momentum)
+        max_momentums = _per_group("max_momentum", optimizer, max_momentum)
+        if last_epoch == -1:
+            for top, base, group in zip(max_momentums, base_momentums, optimizer.param_groups):
+                self._set_momentum(group, top)
+                group["max_momentum"] = top
+                group["base_momentum"] = base
+        return base_momentums, max_momentums
+
+    def _set_momentum(self, group, value):
+        if self.use_beta1:
+            group["betas"] = (value, *group["betas"][1:])
+        else:
+            group["momentum"] = value
+
+
+class CyclicLR(_CyclesMomentum):
+    """The cyclical learning rate policy (Smith, 2015): the lr goes from base_lr up
+    to max_lr over step_size_up steps and back over step_size_down, the amplitude
+    scaled per cycle ("triangular": constant, "triangular2": halved each cycle) or
+    per step ("exp_range": gamma ** step), or by scale_fn; momentum cycles
+    inversely. Step it after every batch."""
+
+    def __init__(self, optimizer, base_lr, max_lr, step_size_up=2000, step_size_down=None,
+                 mode="triangular", gamma=1.0, scale_fn=None, scale_mode="cycle",
+                 cycle_momentum=True, base_momentum=0.8, max_momentum=0.9, last_epoch=-1):
+        _check_optimizer(optimizer)
+        self.optimizer = optimizer
+        base_lrs = _per_group("base_lr", optimizer, base_lr)
+        if last_epoch == -1:
+            _set_lrs(optimizer, base_lrs)
+        self.max_lrs = _per_group("max_lr", optimizer, max_lr)
+        step_size_up = float(step_size_up)
+        step_size_down = float(step_size_down) if step_size_down is not None else step_size_up
+        self.total_size = step_size_up + step_size_down
+        self.step_ratio = step_size_up / self.total_size
+        if mode not in ["triangular", "triangular2", "exp_range"] and scale_fn is None:
+            raise ValueError("mode is invalid and scale_fn is None")
+        self.mode = mode
+        self.gamma = gamma
+        self._scale_fn_custom = scale_fn
+        self.scale_mode = scale_mode
+        self._init_scale_fn()
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            self.base_momentums, self.max_momentums = self._init_momentum(
+                optimizer, base_momentum, max_momentum, last_epoch)
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+
+    def _init_scale_fn(self):
+        if self._scale_fn_custom is None and self.mode in ("triangular", "triangular2"):
+            self.scale_mode = "cycle"
+        elif self._scale_fn_custom is None and self.mode == "exp_range":
+            self.scale_mode = "iterations"
+
+    def scale_fn(self, x):
+        """The amplitude's scale at cycle (or step) x."""
+        if self._scale_fn_custom is not None:
+            return self._scale_fn_custom(x)
+        if self.mode == "triangular":
+            return 1.0
+        if self.mode == "triangular2":
+            return 1 / (2.0 ** (x - 1))
+        return self.gamma ** x
+
+    def get_lr(self):
+        self._warn_if_outside_step()
+        cycle = math.floor(1 + self.last_epoch / self.total_size)
+        x = 1.0 + self.last_epoch / self.total_size - cycle
+        if x <= self.step_ratio:
+            scale_factor = x / self.step_ratio
+        else:
+            scale_factor = (x - 1) / (self.step_ratio - 1)
+        scale = self.scale_fn(cycle if self.scale_mode == "cycle" else self.last_epoch)
+        lrs = [base_lr + (max_lr - base_lr) * scale_factor * scale
+               for base_lr, max_lr in zip(self.base_lrs, self.max_lrs)]
+        if self.cycle_momentum:
+            for group, base, top in zip(self.optimizer.param_groups, self.base_momentums,
+                                        self.max_momentums):
+                self._set_momentum(group, top - (top - base) * scale_factor * scale)
+        return lrs
+
+    def state_dict(self):
+        """As torch: a custom scale_fn is saved only as a callable object's attributes."""
+        state = super().state_dict()
+        fn = state.pop("_scale_fn_custom")
+        state["_scale_fn_custom"] = None
+        if fn is not None and not isinstance(fn, types.FunctionType):
+            state["_scale_fn_custom"] = fn.__dict__.copy()
+        return state
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        fn = state_dict.pop("_scale_fn_custom")
+        super().load_state_dict(state_dict)
+        if fn is not None:
+            self._scale_fn_custom.__dict__.update(fn)
+        self._init_scale_fn()
+
+
+class OneCycleLR(_CyclesMomentum):
     """The 1cycle policy (Smith & Topin, 2017): the lr rises from max_lr /
     div_factor to max_lr over pct_start of total_steps, then anneals to
     initial_lr / final_div_factor (three_phase: back to the initial lr first);
@@ -625,25 +736,8 @@ class OneCycleLR(LRScheduler):
                 group["min_lr"] = group["initial_lr"] / final_div_factor
         self.cycle_momentum = cycle_momentum
         if cycle_momentum:
-            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
-                raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` "
-                                 "option enabled")
-            self.use_beta1 = "betas" in optimizer.defaults
-            max_momentums = _per_group("max_momentum", optimizer, max_momentum)
-            base_momentums = _per_group("base_momentum", optimizer, base_momentum)
-            if last_epoch == -1:
-                for top, base, group in zip(max_momentums, base_momentums,
-                                            optimizer.param_groups):
-                    self._set_momentum(group, top)
-                    group["max_momentum"] = top
-                    group["base_momentum"] = base
+            self._init_momentum(optimizer, base_momentum, max_momentum, last_epoch)
         super().__init__(optimizer, last_epoch)
-
-    def _set_momentum(self, group, value):
-        if self.use_beta1:
-            group["betas"] = (value, *group["betas"][1:])
-        else:
-            group["momentum"] = value
 
     def _anneal(self, start, end, pct):
         if self._anneal_func_type == "cos":

@@ -45,6 +45,13 @@ CASES = {
     "PolynomialLR": dict(total_iters=20, power=2.0),
     "CosineAnnealingWarmRestarts": dict(T_0=4, T_mult=2, eta_min=0.01),
     "CosineAnnealingWarmRestarts-constant-period": dict(T_0=6),
+    "CyclicLR": dict(base_lr=0.01, max_lr=[0.1, 0.2], step_size_up=5, step_size_down=3),
+    "CyclicLR-triangular2-adam": dict(base_lr=0.001, max_lr=0.01, step_size_up=4,
+                                      mode="triangular2", base_momentum=0.85),
+    "CyclicLR-exp_range": dict(base_lr=0.01, max_lr=0.1, step_size_up=6, mode="exp_range",
+                               gamma=0.97, cycle_momentum=False),
+    "CyclicLR-scale_fn": dict(base_lr=0.01, max_lr=0.1, step_size_up=3,
+                              scale_fn=lambda x: 1 / (1 + x), scale_mode="iterations"),
     "SequentialLR": lambda sched, opt: sched.SequentialLR(
         opt, [sched.LinearLR(opt, start_factor=0.2, total_iters=4),
               sched.CosineAnnealingLR(opt, T_max=10), sched.StepLR(opt, 3, gamma=0.7)],
@@ -258,6 +265,10 @@ BAD = [
     lambda lib, opt: lib.optim.lr_scheduler.SequentialLR(
         opt, [lib.optim.lr_scheduler.ReduceLROnPlateau(opt)], milestones=[]),
     lambda lib, opt: lib.optim.lr_scheduler.ChainedScheduler([]),
+    lambda lib, opt: lib.optim.lr_scheduler.CyclicLR(opt, 0.1, 1.0, mode="sine"),
+    lambda lib, opt: lib.optim.lr_scheduler.CyclicLR(opt, [0.1], 1.0),
+    lambda lib, opt: lib.optim.lr_scheduler.CyclicLR(
+        lib.optim.Adagrad([lib.nn.Parameter(lib.ones(1))]), 0.1, 1.0),
 ]
 
 
