@@ -349,3 +349,50 @@ def radam_kernel(dtype, maximize, weight_decay, cuda=False):
         + "_max" * maximize + f"_{dtype}"
     return _kernel(("radam", maximize, weight_decay) + _suffix(dtype, cuda), name,
                    lambda: radam_source(dtype, maximize, weight_decay, cuda))
+
+
+def rprop_source(dtype, maximize, cuda=False):
+    """kernel(p, g, prev, step_size, etaminus, etaplus, step_min, step_max).
+
+    torch: s = sign(grad * prev) mapped to etaplus (> 0), etaminus (< 0) or 1;
+    step_size = clamp(step_size * s, step_min, step_max); grad = 0 where s was
+    etaminus; p -= sign(grad) * step_size; prev = grad."""
+    args = [("p", "a"), ("g", "a"), ("prev", "a"), ("ss", "a"), ("etaminus", "s"),
+            ("etaplus", "s"), ("step_min", "s"), ("step_max", "s")]
+    body = _gradient(args, maximize, None) + [
+        "s = d * prev[i]",
+        "f = etaplus if s > 0 else (etaminus if s < 0 else (one if s == 0 else s))",
+        "st = ss[i] * f",
+        "st = step_min if st < step_min else (step_max if st > step_max else st)",
+        "ss[i] = st",
+        "d = zero if f == etaminus else d",
+        "sg = one if d > 0 else (-one if d < 0 else d)",
+        "p[i] = fma(-sg, st, pi)",
+        "prev[i] = d"]
+    prelude = [f"zero = np.{dtype}(0.0)", f"one = np.{dtype}(1.0)"]
+    return _source(args, [(None, body)], dtype, prelude, cuda)
+
+
+def rprop_kernel(dtype, maximize, cuda=False):
+    name = "rprop" + "_max" * maximize + f"_{dtype}"
+    return _kernel(("rprop", maximize) + _suffix(dtype, cuda), name,
+                   lambda: rprop_source(dtype, maximize, cuda))
+
+
+def asgd_source(dtype, maximize, weight_decay, cuda=False):
+    """kernel(p, g, ax, decay, neg_eta, mu, average, [wd]), decay = 1 - lambd * eta.
+
+    torch: p *= decay; p += -eta * grad; ax += (p - ax) * mu if average (mu != 1),
+    else ax = p."""
+    args = [("p", "a"), ("g", "a"), ("ax", "a"), ("decay", "s"), ("neg_eta", "s"), ("mu", "s"),
+            ("average", "b")]
+    body = _gradient(args, maximize, "l2" if weight_decay else None) + [
+        "pi = fma(d, neg_eta, pi * decay)", "p[i] = pi", "a = ax[i]",
+        "ax[i] = a + (pi - a) * mu if average else pi"]
+    return _source(args, [(None, body)], dtype, cuda=cuda)
+
+
+def asgd_kernel(dtype, maximize, weight_decay, cuda=False):
+    name = "asgd" + "_wd" * weight_decay + "_max" * maximize + f"_{dtype}"
+    return _kernel(("asgd", maximize, weight_decay) + _suffix(dtype, cuda), name,
+                   lambda: asgd_source(dtype, maximize, weight_decay, cuda))

@@ -287,10 +287,13 @@ OPTIMIZERS = {"SGD-momentum": lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9),
               "Adamax": lambda ps: optim.Adamax(ps),
               "NAdam": lambda ps: optim.NAdam(ps, weight_decay=0.1),
               "Adadelta": lambda ps: optim.Adadelta(ps),
-              "RAdam": lambda ps: optim.RAdam(ps)}
+              "RAdam": lambda ps: optim.RAdam(ps),
+              "Rprop": lambda ps: optim.Rprop(ps),
+              "ASGD": lambda ps: optim.ASGD(ps)}
 BUFFER = {"SGD-momentum": "momentum_buffer", "Adam-amsgrad": "max_exp_avg_sq",
           "RMSprop-centered": "grad_avg", "Adagrad": "sum", "Adamax": "exp_inf",
-          "NAdam": "exp_avg_sq", "Adadelta": "acc_delta", "RAdam": "exp_avg_sq"}
+          "NAdam": "exp_avg_sq", "Adadelta": "acc_delta", "RAdam": "exp_avg_sq",
+          "Rprop": "step_size", "ASGD": "ax"}
 
 
 def _trained(name):

@@ -54,8 +54,12 @@ CONFIGS = [
     ("RAdam", dict(lr=0.01)),
     ("RAdam", dict(lr=0.01, betas=(0.8, 0.9), weight_decay=0.1)),  # rectified from step 6
     ("RAdam", dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True, maximize=True)),
+    ("Rprop", dict()),
+    ("Rprop", dict(lr=0.05, etas=(0.3, 1.5), step_sizes=(1e-3, 0.2), maximize=True)),
+    ("ASGD", dict(lr=0.05)),
+    ("ASGD", dict(lr=0.05, lambd=0.01, alpha=0.5, t0=5, weight_decay=0.1, maximize=True)),
 ]
-NEW_OPTIMIZERS = ["RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam"]
+NEW_OPTIMIZERS = ["RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "Rprop", "ASGD"]
 CONFIG_IDS = [f"{name}-" + "-".join(f"{k}={v}" for k, v in kw.items()) for name, kw in CONFIGS]
 
 
@@ -132,8 +136,9 @@ def test_trajectory_matches_torch(name, kwargs, dtype):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("name", NEW_OPTIMIZERS)
 def test_long_trajectory_matches_torch(name, dtype):
-    """300 steps with default options (and a weight decay), on a (256,) parameter."""
-    kwargs = dict(weight_decay=0.01)
+    """300 steps with default options (and a weight decay where there is one), on a
+    (256,) parameter."""
+    kwargs = dict() if name == "Rprop" else dict(weight_decay=0.01)
     init, grads = make_problem(dtype, seed=5, shapes=[(256,), (3,)], steps=300)
     pj, pt = params_for(jitgrad, init), params_for(torch, init)
     run_steps(getattr(optim, name)(pj, **kwargs), jitgrad, pj, grads)
@@ -141,14 +146,16 @@ def test_long_trajectory_matches_torch(name, dtype):
     assert_params_close(pj, pt, dtype, tolerance(name, kwargs, dtype))
 
 
-@pytest.mark.parametrize("name", ["Adamax"])
-def test_bit_exact_with_torch_where_no_sqrt(name):
+@pytest.mark.parametrize("name, kwargs", [("Adamax", dict(lr=0.01, weight_decay=0.1)),
+                                          ("Rprop", dict(lr=0.01)),
+                                          ("ASGD", dict(lr=0.01, weight_decay=0.1, t0=5))])
+def test_bit_exact_with_torch_where_no_sqrt(name, kwargs):
     """Without a square root, the same op order and fused multiply-adds as ATen give
     identical bits."""
     init, grads = make_problem("float32", seed=1, shapes=[(1000,), (7,)])
     pj, pt = params_for(jitgrad, init), params_for(torch, init)
-    run_steps(getattr(optim, name)(pj, lr=0.01, weight_decay=0.1), jitgrad, pj, grads)
-    run_steps(getattr(torch.optim, name)(pt, lr=0.01, weight_decay=0.1), torch, pt, grads)
+    run_steps(getattr(optim, name)(pj, **kwargs), jitgrad, pj, grads)
+    run_steps(getattr(torch.optim, name)(pt, **kwargs), torch, pt, grads)
     for a, b in zip(values(pj), values(pt)):
         np.testing.assert_array_equal(a, b)
 
@@ -211,9 +218,10 @@ def test_named_parameters_give_param_names():
 STATE_DICT_CASES = [("RMSprop", dict(lr=0.01, momentum=0.9, centered=True)),
                     ("Adagrad", dict(lr=0.1, initial_accumulator_value=0.1)),
                     ("Adamax", dict(lr=0.01)), ("NAdam", dict(lr=0.01, weight_decay=0.1)),
-                    ("Adadelta", dict(lr=0.5)), ("RAdam", dict(lr=0.01, betas=(0.8, 0.9)))]
+                    ("Adadelta", dict(lr=0.5)), ("RAdam", dict(lr=0.01, betas=(0.8, 0.9))),
+                    ("Rprop", dict(lr=0.05)), ("ASGD", dict(lr=0.05, t0=3))]
 FIRST_BUFFER = {"SGD": "momentum_buffer", "RMSprop": "square_avg", "Adagrad": "sum",
-                "Adadelta": "square_avg", "RAdam": "exp_avg",
+                "Adadelta": "square_avg", "RAdam": "exp_avg", "Rprop": "prev", "ASGD": "ax",
                 "Adamax": "exp_avg", "NAdam": "exp_avg", "Adam": "exp_avg", "AdamW": "exp_avg"}
 
 
@@ -381,6 +389,10 @@ BAD = [
     lambda lib, p: lib.optim.Adadelta([p], weight_decay=-1.0),
     lambda lib, p: lib.optim.RAdam([p], betas=(0.9, 1.0)),
     lambda lib, p: lib.optim.RAdam([p], weight_decay=-1.0),
+    lambda lib, p: lib.optim.Rprop([p], lr=-1.0),
+    lambda lib, p: lib.optim.Rprop([p], etas=(1.2, 0.5)),
+    lambda lib, p: lib.optim.ASGD([p], lr=-1.0),
+    lambda lib, p: lib.optim.ASGD([p], weight_decay=-1.0),
 ]
 
 
@@ -565,9 +577,10 @@ def test_kernel_sources_depend_on_flags_not_hyperparameters():
                for mx in (False, True) for wd in (False, True)}
     others |= {f("float32", mx, wd) for f in (_kernels.nadam_source, _kernels.radam_source)
                for mx in (False, True) for wd in (None, "l2", "decoupled")}
-    others |= {_kernels.adadelta_source("float32", mx, wd) for mx in (False, True)
-               for wd in (False, True)}
-    assert len(others) == 16 + 4 + 4 + 6 + 6 + 4
+    others |= {f("float32", mx, wd) for f in (_kernels.adadelta_source, _kernels.asgd_source)
+               for mx in (False, True) for wd in (False, True)}
+    others |= {_kernels.rprop_source("float32", mx) for mx in (False, True)}
+    assert len(others) == 16 + 4 + 4 + 6 + 6 + 8 + 2
     # no hyper-parameter value in any source: they are kernel arguments
     for s in sources | {src} | others:
         assert not re.search(r"0\.9|0\.999|1e-08|0\.001", s)
@@ -622,7 +635,8 @@ def test_adamw_defaults():
                                           ("NAdam", dict(lr=0.01, weight_decay=0.1,
                                                          decoupled_weight_decay=True)),
                                           ("Adadelta", dict(weight_decay=0.1)),
-                                          ("RAdam", dict(betas=(0.5, 0.8), maximize=True))])
+                                          ("RAdam", dict(betas=(0.5, 0.8), maximize=True)),
+                                          ("Rprop", dict()), ("ASGD", dict(t0=2))])
 def test_device_steps_and_state_dict_match_the_cpu(device, name, kwargs):
     """The CUDA kernels (generated from the same bodies) step as the CPU ones, and a
     state_dict loaded onto a device keeps its one-element state on the host."""
