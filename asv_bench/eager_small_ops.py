@@ -16,66 +16,21 @@ import pstats
 import statistics
 import time
 
-import numpy as np
+import workloads
 
-import jitgrad
-
-try:
-    import torch
-except ImportError:  # jitgrad alone
-    torch = None
+# workload -> steps per measurement (the definitions are in workloads.py)
+WORKLOADS = {"W2": 2000, "W7": 10, "W5": 500}
 
 
-def w2(lib, n=16):
-    x = lib.tensor(np.linspace(-2, 2, n, dtype=np.float32), requires_grad=True)
-
-    def step():
-        x.grad = None
-        y = (lib.tanh(lib.sin(x) * lib.exp(-x * x) + 0.5 * x) * lib.sigmoid(x)).sum()
-        y.backward()
-    return step
-
-
-def _w7_graph(lib, x, ops=1000):
-    n = list(x)
-    k = 0
-    while k < ops:
-        r = k % 4
-        if r == 0:
-            n.append(lib.nn.functional.softplus(n[-10]))
-        elif r == 1:
-            n.append(sum(n[-30:-10:5]))
-        elif r == 2:
-            n.append(n[-20] * n[-10])
-        else:
-            n.append(lib.softmax(lib.stack(n[-4:]), 0)[0])
-        k += 1
-    return n[-1]
-
-
-def w7(lib):
-    x = lib.tensor(np.linspace(-1, 1, 100, dtype=np.float32), requires_grad=True)
-
-    def step():
-        x.grad = None
-        _w7_graph(lib, x).backward()
-    return step
-
-
-def w5(lib, n=512):
-    rng = np.random.default_rng(0)
-    a = lib.tensor((rng.standard_normal((n, n)) / np.sqrt(n)).astype(np.float32))
-    w = lib.tensor(rng.standard_normal(n, dtype=np.float32), requires_grad=True)
-    v = lib.tensor(rng.standard_normal(n, dtype=np.float32))
-
-    def step():
-        (g,) = lib.autograd.grad(lib.tanh(a @ w).sum(), w, create_graph=True)
-        (hv,) = lib.autograd.grad(g, w, v)
-        return hv
-    return step
-
-
-WORKLOADS = {"W2": (w2, 2000), "W7": (w7, 10), "W5": (w5, 500)}
+def _libraries():
+    """jitgrad, and torch beside it when installed."""
+    libs = ["jitgrad"]
+    try:
+        workloads.library("torch")
+        libs.append("torch")
+    except NotImplementedError:
+        pass
+    return libs
 
 
 def _time(step, number):
@@ -87,11 +42,10 @@ def _time(step, number):
 
 def measure(repeats=15, names=WORKLOADS):
     """{name: {lib: median seconds per step}}, the libraries interleaved."""
-    libs = {"jitgrad": jitgrad} if torch is None else {"jitgrad": jitgrad, "torch": torch}
     result = {}
     for name in names:
-        make, number = WORKLOADS[name]
-        steps = {k: make(lib) for k, lib in libs.items()}
+        number = WORKLOADS[name]
+        steps = {lib: workloads.build(name, lib).step for lib in _libraries()}
         for step in steps.values():  # warm-up: compile kernels, fill caches
             _time(step, max(1, number // 10))
         samples = {k: [] for k in steps}
@@ -118,8 +72,8 @@ def _fmt(s):
 
 def profile(names=("W2", "W7"), top=25):
     for name in names:
-        make, number = WORKLOADS[name]
-        step = make(jitgrad)
+        number = WORKLOADS[name]
+        step = workloads.build(name, "jitgrad").step
         _time(step, max(1, number // 10))
         prof = cProfile.Profile()
         prof.enable()

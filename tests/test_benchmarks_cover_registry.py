@@ -1,13 +1,19 @@
 """Every registered op has a benchmark: asv_bench/benchmarks/bench_ops.py lists
 each name of jitgrad.ops.REGISTRY and jitgrad.ops.registry.FUNCTIONS, and can
-build its inputs. Imported by path (asv is not needed, nothing is compiled)."""
+build its inputs. Imported by path (asv is not needed, nothing is compiled).
+The training-step workloads the benchmarks share (asv_bench/workloads.py)
+compute the same numbers on jitgrad, torch and jitgrad.compile."""
 import importlib
 import importlib.util
 import pathlib
 import sys
 
 import numpy as np
+import pytest
 
+import helpers
+
+import jitgrad
 from jitgrad.ops import REGISTRY
 from jitgrad.ops.registry import FUNCTIONS
 
@@ -57,3 +63,51 @@ def test_benchmark_inputs_can_be_built_for_every_op():
     for name, (_, samples) in sorted(FUNCTIONS.items()):
         _, _, leaves = common.materialize_sample(samples[0], rng)
         assert leaves, f"{name}: its first sample has no input that requires grad"
+
+
+# Each workload at a size that runs in milliseconds.
+TINY_WORKLOADS = {"W1": {"n": 64}, "W2": {}, "W3": {"batch": 4, "dims": (8, 6, 6, 3)},
+                  "W4": {"rows": 4, "cols": 8}, "W5": {"n": 8}, "W7": {"ops": 40}}
+
+
+@pytest.fixture(scope="module")
+def workloads():
+    sys.path.insert(0, str(BENCHMARKS.parent))
+    try:
+        yield importlib.import_module("workloads")
+    finally:
+        sys.path.remove(str(BENCHMARKS.parent))
+
+
+@pytest.mark.parametrize("name", sorted(TINY_WORKLOADS))
+def test_workload_matches_torch(workloads, name):
+    helpers.require_torch()
+    results = {}
+    for impl in ("jitgrad", "torch"):
+        case = workloads.build(name, impl, **TINY_WORKLOADS[name])
+        case.step()
+        results[impl] = case.result()
+    assert workloads.mismatch(results["torch"], results["jitgrad"]) is None
+
+
+@pytest.mark.parametrize("name", sorted(TINY_WORKLOADS))
+def test_compiled_workload_matches_eager(workloads, name):
+    if not hasattr(jitgrad, "compile"):
+        pytest.skip(workloads.JITGRAD_COMPILE_MISSING)
+    eager = workloads.build(name, "jitgrad", **TINY_WORKLOADS[name])
+    compiled = workloads.build(name, "jitgrad.compile", **TINY_WORKLOADS[name])
+    for step in range(3):
+        eager.step()
+        compiled.step()
+        compiled.wait()  # the later steps run the compiled kernels
+        assert workloads.mismatch(eager.result(), compiled.result()) is None, step
+
+
+def test_mismatch_names_the_first_difference(workloads):
+    ref = [np.float64(1.0), np.array([1.0, 2.0, 3.0])]
+    assert workloads.mismatch(ref, [np.float64(1.0), np.array([1.0, 2.0, 3.0])]) is None
+    assert workloads.mismatch(ref, [np.float64(1.0), np.array([1.0, 2.5, 3.0])]) == (
+        "result 1[1]: 2.5, expected 2")
+    assert workloads.mismatch(ref, [np.float64(1.0), np.array([1.0, np.nan, 3.0])]) == (
+        "result 1[1]: nan, expected 2")
+    assert "shape" in workloads.mismatch(ref, [np.float64(1.0), np.zeros(2)])

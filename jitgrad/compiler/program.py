@@ -8,6 +8,9 @@ tensor was. The program runs its instructions in order with grad mode off
 reader. Executors (compiler/executors.py) may take over runs of
 instructions and run them as compiled code; the rest run here, in Python.
 """
+import threading
+import warnings
+
 from .. import _state
 from .._node import FREED_MESSAGE
 from ..ops.record import FunctionNode, node_class, record
@@ -78,6 +81,8 @@ def iter_refs(v):
 def resolve(v, env):
     if type(v) is Ref:
         return env[v]
+    if isinstance(v, tuple) and hasattr(v, "_fields"):  # a namedtuple (values, indices)
+        return type(v)(*(resolve(x, env) for x in v))
     if type(v) in (list, tuple):
         return type(v)(resolve(x, env) for x in v)
     if type(v) is dict:
@@ -147,9 +152,12 @@ class Tape:
                 steps.append((python_step(instrs[i]), i, i + 1))
                 i += 1
         for k, (_, a, b) in enumerate(steps):
+            # A slot a segment makes and reads itself never reaches env: nothing to free.
+            inner = {int(r) for ins in instrs[a:b] for r in ins.writes()} if a in taken else ()
             for ins in instrs[a:b]:
                 for r in ins.reads():
-                    last[int(r)] = k
+                    if int(r) not in inner:
+                        last[int(r)] = k
         free = [[] for _ in steps]
         for s, k in last.items():
             if s not in keep:
@@ -185,6 +193,10 @@ SMALL_ELEMENTS = 4096
 EXECUTORS = []
 
 
+_DONE = threading.Event()
+_DONE.set()
+
+
 def _freed(node, *grads):
     raise RuntimeError(FREED_MESSAGE)
 
@@ -201,27 +213,60 @@ class Program:
         self.outputs = outputs
         self.ran_backward = ran_backward
         self.backward = None
-        self.forward_tape = None
+        self.forward_tape = self.backward_tape = None
+        self.ready = _DONE
+        self.build_error = None
+        self.guards = ()  # callables that must all return True for a replay (trace.py)
 
     def set_backward(self, meta, outs, grads_in, sources, instrs, grads_out):
         self.meta = meta
         self.backward = (outs, grads_in, sources, instrs, grads_out)
 
-    def build(self):
-        out_slots = set(int(r) for r in iter_refs(self.outputs))
-        keep = set(out_slots)
+    def build(self, background=False):
+        """Make the tapes runnable. Executors compile kernels (seconds with an empty
+        cache): with `background`, the program runs on the Python tier at once and
+        switches to the executors' tapes when a worker thread has built them."""
+        keep = set(int(r) for r in iter_refs(self.outputs))
         if self.backward is not None:
-            outs, grads_in, sources, instrs, grads_out = self.backward
+            _, grads_in, sources, instrs, grads_out = self.backward
             bwd_reads = set()
             for ins in instrs:
                 bwd_reads.update(int(r) for r in ins.reads())
             produced = set(int(r) for ins in instrs for r in ins.writes())
             self.saved = sorted(s for s in bwd_reads | {int(r) for r in grads_out if r is not None}
                                 if s not in produced and s not in grads_in)
-            keep |= set(self.saved)
-            self.backward_tape = Tape(self.meta, instrs, {int(r) for r in grads_out
-                                                          if r is not None}, EXECUTORS)
-        self.forward_tape = Tape(self.meta, self.instrs, keep, EXECUTORS)
+            keep |= set(self.saved) | set(sources)  # sources: the backward node's inputs
+        self._keep = keep
+        if background and EXECUTORS:
+            self._tapes(())
+            self.ready = threading.Event()
+            threading.Thread(target=self._build_in_background, daemon=True,
+                             name="jitgrad.compile build").start()
+        else:
+            self._tapes(EXECUTORS)
+
+    def _tapes(self, executors):
+        backward_tape = None
+        if self.backward is not None:
+            instrs, grads_out = self.backward[3], self.backward[4]
+            backward_tape = Tape(self.meta, instrs, {int(r) for r in grads_out if r is not None},
+                                 executors)
+        forward_tape = Tape(self.meta, self.instrs, self._keep, executors)
+        self.forward_tape, self.backward_tape = forward_tape, backward_tape
+
+    def _build_in_background(self):
+        try:
+            self._tapes(EXECUTORS)
+        except Exception as e:  # the Python tier stays: correct, only slower
+            self.build_error = e
+            warnings.warn(f"jitgrad.compile: building compiled kernels failed ({e!r}); the "
+                          "program keeps running on its Python tier", RuntimeWarning)
+        finally:
+            self.ready.set()
+
+    def wait(self, timeout=None):
+        """Block until the executors' tapes are built (see `build`)."""
+        return self.ready.wait(timeout)
 
     def externals_match(self):
         for slot, t in self.externals:
@@ -230,7 +275,7 @@ class Program:
             if d.shape != m.shape or d.dtype != m.dtype or type(d) is not m.array_type or \
                     t._rg != m.rg or t._hooks or t._post_hooks:
                 return False
-        return True
+        return all(check() for check in self.guards)
 
     def run(self, flat):
         if self.forward_tape is None:
