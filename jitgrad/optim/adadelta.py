@@ -18,6 +18,7 @@ class Adadelta(Optimizer):
     """
 
     _scalar_state = ("step",)
+    _option_fallbacks = {"maximize": False}
 
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, *, maximize=False):
         check_options(lr=lr)
@@ -26,11 +27,6 @@ class Adadelta(Optimizer):
         check_options(eps=eps, weight_decay=weight_decay)
         defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize)
         super().__init__(params, defaults)
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("maximize", False)
 
     def _state_buffers(self, group):
         return ("square_avg", "acc_delta")

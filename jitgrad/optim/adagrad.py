@@ -27,6 +27,7 @@ class Adagrad(Optimizer):
     """
 
     _scalar_state = ("step",)
+    _option_fallbacks = {"maximize": False}
 
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
                  eps=1e-10, *, maximize=False):
@@ -38,11 +39,6 @@ class Adagrad(Optimizer):
         for group in self.param_groups:
             for p in group["params"]:
                 self._init_state(p)
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("maximize", False)
 
     def _init_state(self, p):
         state = self.state[p]

@@ -21,6 +21,7 @@ class Adamax(Optimizer):
     """
 
     _scalar_state = ("step",)
+    _option_fallbacks = {"maximize": False}
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, *,
                  maximize=False):
@@ -28,11 +29,6 @@ class Adamax(Optimizer):
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                         maximize=maximize)
         super().__init__(params, defaults)
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("maximize", False)
 
     def _state_buffers(self, group):
         return ("exp_avg", "exp_inf")

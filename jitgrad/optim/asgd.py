@@ -21,6 +21,7 @@ class ASGD(Optimizer):
     """
 
     _scalar_state = ("step", "eta", "mu")
+    _option_fallbacks = {"maximize": False}
 
     def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0, *,
                  maximize=False):
@@ -28,11 +29,6 @@ class ASGD(Optimizer):
         defaults = dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay,
                         maximize=maximize)
         super().__init__(params, defaults)
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("maximize", False)
 
     def _state_buffers(self, group):
         return ("ax",)

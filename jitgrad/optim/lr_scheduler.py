@@ -128,6 +128,10 @@ class LRScheduler:
     def get_lr(self):
         raise NotImplementedError(f"{type(self).__name__} must define get_lr()")
 
+    def _current_times(self, factor):
+        """Each group's current lr times `factor` (the chainable form's usual step)."""
+        return [group["lr"] * factor for group in self.optimizer.param_groups]
+
     def _warn_if_outside_step(self):
         if not self._get_lr_called_within_step:
             warnings.warn("To get the last learning rate computed by the scheduler, please use "
@@ -252,7 +256,7 @@ class StepLR(LRScheduler):
         self._warn_if_outside_step()
         if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
             return _group_values(self.optimizer, "lr")
-        return [group["lr"] * self.gamma for group in self.optimizer.param_groups]
+        return self._current_times(self.gamma)
 
     def _get_closed_form_lr(self):
         return [base_lr * self.gamma ** (self.last_epoch // self.step_size)
@@ -272,8 +276,7 @@ class MultiStepLR(LRScheduler):
         self._warn_if_outside_step()
         if self.last_epoch not in self.milestones:
             return _group_values(self.optimizer, "lr")
-        return [group["lr"] * self.gamma ** self.milestones[self.last_epoch]
-                for group in self.optimizer.param_groups]
+        return self._current_times(self.gamma ** self.milestones[self.last_epoch])
 
     def _get_closed_form_lr(self):
         milestones = sorted(self.milestones.elements())
@@ -293,7 +296,7 @@ class ExponentialLR(LRScheduler):
         # resuming (last_epoch >= 0), the constructor's step must not decay once more
         if self._is_initial:
             return _group_values(self.optimizer, "lr")
-        return [group["lr"] * self.gamma for group in self.optimizer.param_groups]
+        return self._current_times(self.gamma)
 
     def _get_closed_form_lr(self):
         return [base_lr * self.gamma ** self.last_epoch for base_lr in self.base_lrs]
@@ -312,10 +315,10 @@ class ConstantLR(LRScheduler):
     def get_lr(self):
         self._warn_if_outside_step()
         if self.last_epoch == 0:
-            return [group["lr"] * self.factor for group in self.optimizer.param_groups]
+            return self._current_times(self.factor)
         if self.last_epoch != self.total_iters:
             return _group_values(self.optimizer, "lr")
-        return [group["lr"] * (1.0 / self.factor) for group in self.optimizer.param_groups]
+        return self._current_times(1.0 / self.factor)
 
     def _get_closed_form_lr(self):
         return [base_lr * (self.factor + (self.last_epoch >= self.total_iters) * (1 - self.factor))
@@ -341,13 +344,12 @@ class LinearLR(LRScheduler):
     def get_lr(self):
         self._warn_if_outside_step()
         if self.last_epoch == 0:
-            return [group["lr"] * self.start_factor for group in self.optimizer.param_groups]
+            return self._current_times(self.start_factor)
         if self._is_initial or self.last_epoch > self.total_iters:
             return _group_values(self.optimizer, "lr")
         change = self.end_factor - self.start_factor
-        return [group["lr"] * (1.0 + change / (self.total_iters * self.start_factor
-                                               + (self.last_epoch - 1) * change))
-                for group in self.optimizer.param_groups]
+        return self._current_times(1.0 + change / (self.total_iters * self.start_factor
+                                                   + (self.last_epoch - 1) * change))
 
     def _get_closed_form_lr(self):
         return [base_lr * (self.start_factor + (self.end_factor - self.start_factor)
@@ -369,7 +371,7 @@ class PolynomialLR(LRScheduler):
             return _group_values(self.optimizer, "lr")
         decay = ((1.0 - self.last_epoch / self.total_iters)
                  / (1.0 - (self.last_epoch - 1) / self.total_iters)) ** self.power
-        return [group["lr"] * decay for group in self.optimizer.param_groups]
+        return self._current_times(decay)
 
     def _get_closed_form_lr(self):
         return [base_lr * (1.0 - min(self.total_iters, self.last_epoch) / self.total_iters)

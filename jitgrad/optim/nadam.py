@@ -24,6 +24,7 @@ class NAdam(Optimizer):
     """
 
     _scalar_state = ("step", "mu_product")
+    _option_fallbacks = {"maximize": False, "decoupled_weight_decay": False}
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  momentum_decay=4e-3, decoupled_weight_decay=False, *, maximize=False):
@@ -33,12 +34,6 @@ class NAdam(Optimizer):
                         momentum_decay=momentum_decay,
                         decoupled_weight_decay=decoupled_weight_decay, maximize=maximize)
         super().__init__(params, defaults)
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("maximize", False)
-            group.setdefault("decoupled_weight_decay", False)
 
     def _state_buffers(self, group):
         return ("exp_avg", "exp_avg_sq")

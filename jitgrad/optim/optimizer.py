@@ -77,6 +77,8 @@ class Optimizer:
 
     # per-parameter state held as a one-element tensor (not indexed like the parameter)
     _scalar_state = ()
+    # options a state saved by an older version may lack, and the value they take then
+    _option_fallbacks = {}
 
     def __init__(self, params, defaults):
         self.defaults = defaults
@@ -368,6 +370,8 @@ class Optimizer:
     def __setstate__(self, state):
         self.__dict__.update(state)
         for group in self.param_groups:
+            for key, value in self._option_fallbacks.items():
+                group.setdefault(key, value)
             for p in group["params"]:
                 # state saved with numbers rather than tensors: as torch, convert
                 state = self.state.get(p)

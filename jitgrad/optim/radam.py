@@ -22,6 +22,7 @@ class RAdam(Optimizer):
     """
 
     _scalar_state = ("step",)
+    _option_fallbacks = {"maximize": False, "decoupled_weight_decay": False}
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  decoupled_weight_decay=False, *, maximize=False):
@@ -29,12 +30,6 @@ class RAdam(Optimizer):
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                         maximize=maximize, decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("maximize", False)
-            group.setdefault("decoupled_weight_decay", False)
 
     def _state_buffers(self, group):
         return ("exp_avg", "exp_avg_sq")

@@ -23,6 +23,7 @@ class RMSprop(Optimizer):
     """
 
     _scalar_state = ("step",)
+    _option_fallbacks = {"momentum": 0, "centered": False, "maximize": False}
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
                  centered=False, *, maximize=False):
@@ -30,13 +31,6 @@ class RMSprop(Optimizer):
         defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
                         weight_decay=weight_decay, maximize=maximize)
         super().__init__(params, defaults)
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("momentum", 0)
-            group.setdefault("centered", False)
-            group.setdefault("maximize", False)
 
     def _state_buffers(self, group):
         return ("square_avg",) + ("momentum_buffer",) * (group.get("momentum", 0) > 0) \

@@ -23,6 +23,7 @@ class Rprop(Optimizer):
     """
 
     _scalar_state = ("step",)
+    _option_fallbacks = {"maximize": False}
 
     def __init__(self, params, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), *,
                  maximize=False):
@@ -31,11 +32,6 @@ class Rprop(Optimizer):
             raise ValueError(f"Invalid eta values: {etas[0]}, {etas[1]}")
         defaults = dict(lr=lr, etas=etas, step_sizes=step_sizes, maximize=maximize)
         super().__init__(params, defaults)
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("maximize", False)
 
     def _state_buffers(self, group):
         return ("prev", "step_size")

@@ -18,6 +18,8 @@ class SGD(Optimizer):
     tensor([0.8000, 1.6000], requires_grad=True)
     """
 
+    _option_fallbacks = {"nesterov": False, "maximize": False}
+
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False,
                  *, maximize=False):
         check_options(lr=lr, momentum=momentum, weight_decay=weight_decay)
@@ -26,12 +28,6 @@ class SGD(Optimizer):
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                         nesterov=nesterov, maximize=maximize)
         super().__init__(params, defaults)
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("nesterov", False)
-            group.setdefault("maximize", False)
 
     def _state_buffers(self, group):
         return ("momentum_buffer",) if group.get("momentum") else ()

@@ -659,3 +659,20 @@ def test_device_steps_and_state_dict_match_the_cpu(device, name, kwargs):
     for a, b in zip(cpu, dev):
         np.testing.assert_allclose(b.detach().cpu().numpy(), a.detach().numpy(), rtol=1e-12,
                                    atol=1e-14)
+
+
+@pytest.mark.parametrize("name, missing", [("Adam", ["amsgrad", "maximize"]),
+                                           ("RMSprop", ["centered", "momentum"]),
+                                           ("SGD", ["nesterov"])])
+def test_state_dict_without_newer_options_loads_as_torch(name, missing):
+    """A state_dict from before an option existed gets torch's fallback for it."""
+    groups = []
+    for lib in (jitgrad, torch):
+        p = lib.nn.Parameter(lib.ones(2))
+        opt = getattr(lib.optim, name)([p], lr=0.1)
+        sd = opt.state_dict()
+        for key in missing:
+            del sd["param_groups"][0][key]
+        opt.load_state_dict(sd)
+        groups.append({k: opt.param_groups[0][k] for k in missing})
+    assert groups[0] == groups[1]
