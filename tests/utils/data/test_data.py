@@ -79,27 +79,21 @@ def test_default_convert_without_batching_matches_torch():
     assert out[0] == out[1]
 
 
-class _Stream(data.IterableDataset):
-    def __init__(self, n):
-        self.n = n
+def _stream(lib, n):
+    """An IterableDataset of 0, ..., n - 1 on either library."""
+    class Stream(lib.utils.data.IterableDataset):
+        def __iter__(self):
+            return iter(range(n))
 
-    def __iter__(self):
-        return iter(range(self.n))
-
-    def __len__(self):
-        return self.n
+        def __len__(self):
+            return n
+    return Stream()
 
 
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_iterable_dataset_matches_torch(drop_last):
-    class TorchStream(torch.utils.data.IterableDataset):
-        def __iter__(self):
-            return iter(range(10))
-
-        def __len__(self):
-            return 10
-    ours = data.DataLoader(_Stream(10), batch_size=4, drop_last=drop_last)
-    theirs = torch.utils.data.DataLoader(TorchStream(), batch_size=4, drop_last=drop_last)
+    ours = data.DataLoader(_stream(jitgrad, 10), batch_size=4, drop_last=drop_last)
+    theirs = torch.utils.data.DataLoader(_stream(torch, 10), batch_size=4, drop_last=drop_last)
     assert [_plain(b) for b in ours] == [_plain(b) for b in theirs]
     assert len(ours) == len(theirs)
 
@@ -178,17 +172,8 @@ def test_weighted_random_sampler_follows_the_weights():
 
 
 def test_chain_dataset_and_worker_info_match_torch():
-    class TorchStream(torch.utils.data.IterableDataset):
-        def __init__(self, n):
-            self.n = n
-
-        def __iter__(self):
-            return iter(range(self.n))
-
-        def __len__(self):
-            return self.n
-    ours = data.ChainDataset([_Stream(3), _Stream(4)])
-    theirs = torch.utils.data.ChainDataset([TorchStream(3), TorchStream(4)])
+    ours = data.ChainDataset([_stream(jitgrad, 3), _stream(jitgrad, 4)])
+    theirs = torch.utils.data.ChainDataset([_stream(torch, 3), _stream(torch, 4)])
     assert list(ours) == list(theirs) and len(ours) == len(theirs)
     assert [_plain(b) for b in data.DataLoader(ours, batch_size=3)] == \
         [_plain(b) for b in torch.utils.data.DataLoader(theirs, batch_size=3)]
@@ -247,7 +232,7 @@ def test_errors_match_torch(i):
 
 def test_iterable_dataset_refuses_shuffle_like_torch():
     with pytest.raises(ValueError, match="expected unspecified shuffle option"):
-        data.DataLoader(_Stream(3), shuffle=True)
+        data.DataLoader(_stream(jitgrad, 3), shuffle=True)
 
 
 def test_workers_are_refused_with_a_warning_and_load_in_process():
