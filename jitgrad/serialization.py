@@ -37,8 +37,9 @@ class _Writer:
     def __init__(self, zf, protocol):
         self.zf, self.protocol = zf, protocol
         self.files = 0
-        self.tensors = {}  # id(tensor) -> its node: a tensor met twice is stored once
-        self.keep = []  # the tensors of `self.tensors`, alive while their ids are keys
+        # id(tensor) -> its node: a tensor met twice is stored once (the saved object
+        # holds every tensor while it is written, so ids are not reused meanwhile)
+        self.tensors = {}
 
     def _file(self, folder, ext, write):
         name = f"{_PREFIX}{folder}/{self.files}.{ext}"
@@ -89,7 +90,6 @@ class _Writer:
                                "requires_grad": t.requires_grad,
                                "parameter": type(t) is Parameter, "device": str(t.device)}}
             self.tensors[id(t)] = node
-            self.keep.append(t)
         return node
 
 
