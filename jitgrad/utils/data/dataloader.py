@@ -177,11 +177,11 @@ class DataLoader:
 
     def _gather(self):
         """Whether batches can be gathered with one take per tensor: a TensorDataset
-        of host tensors without grad, default collation, and jitgrad's samplers."""
+        of host tensors without grad, default collation, and jitgrad's BatchSampler
+        (over any sampler)."""
         ds = self.dataset
         return (type(ds) is TensorDataset and self.collate_fn is default_collate
                 and type(self.batch_sampler) is BatchSampler
-                and hasattr(self.batch_sampler.sampler, "order")
                 and all(backend.is_host(t._data) and not t.requires_grad for t in ds.tensors))
 
     def __iter__(self):

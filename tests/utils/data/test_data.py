@@ -125,6 +125,7 @@ def test_gathered_batches_equal_per_sample_collation():
     slow = data.DataLoader(ds, batch_size=5, shuffle=True, generator=np.random.default_rng(1),
                            collate_fn=lambda b: data.default_collate(b))
     assert fast._gather() and not slow._gather()
+    assert data.DataLoader(ds, batch_size=2, sampler=[3, 1, 1])._gather()
     assert [_plain(b) for b in fast] == [_plain(b) for b in slow]
     batch = next(iter(fast))
     batch[0].add_(1000)  # a batch is a copy: the dataset is untouched
