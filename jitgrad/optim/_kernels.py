@@ -3,10 +3,11 @@
 A kernel walks a parameter's elements once: it reads the parameter, its
 gradient and the state buffers and writes the parameter and the state in
 place, so a step costs one pass over memory instead of one per torch-style
-foreach op. The variant flags (momentum or not, nesterov, maximize, amsgrad,
-which weight decay) shape the generated source; hyper-parameter values
-(lr, betas, bias corrections, ...) are kernel arguments, so changing them,
-or the step counter, never compiles anything. Sources go through the kernel
+foreach op. The variant flags (momentum or not, nesterov, centered, maximize,
+amsgrad, which weight decay) shape the generated source; hyper-parameter values
+(lr, betas, bias corrections, ...) and per-step decisions (RAdam's
+rectification) are kernel arguments, so changing them, or the step counter,
+never compiles anything. Sources go through the kernel
 cache (`jitgrad.kernels.cache`), so a second process loads them from disk.
 
 Each line of a loop body mirrors one torch op of the single-tensor
@@ -14,7 +15,9 @@ implementation, in the same order and at the same precision: scalars are
 rounded to the parameter dtype, and where torch's CPU kernels use a fused
 multiply-add (`add(alpha=)`, `lerp`, `addcmul`: ATen's `vec::fmadd`, and its
 scalar tail contracted the same way) the kernel calls `fma` too, so float32
-trajectories agree with torch's to an ulp or two rather than drifting apart.
+trajectories agree with torch's to an ulp or two rather than drifting apart
+(bit for bit where no square root is taken: torch's vectorized float32 sqrt is
+not correctly rounded on every CPU).
 """
 import re
 
