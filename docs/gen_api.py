@@ -40,6 +40,8 @@ MODULES = [
     ("jitgrad.optim", None),
     ("jitgrad.distributed", None),
     ("jitgrad.nn.parallel", None),
+    ("jitgrad.optim.lr_scheduler", None),
+    ("jitgrad.utils.data", None),
     ("jitgrad.compiler", None),
     ("jitgrad.cuda", None),
     ("jitgrad.testing", None),

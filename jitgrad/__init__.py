@@ -27,6 +27,8 @@ from .kernels.threads import get_num_threads, set_num_threads
 from . import autograd, cuda, nn, ops, optim
 from . import compiler
 from .compiler import compile
+from . import utils
+from .serialization import load, save
 from .autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
                                  is_inference_mode_enabled, no_grad, set_grad_enabled)
 
@@ -64,7 +66,8 @@ __all__ = [
     "set_num_threads", "autograd",
     "cuda", "nn", "ops", "optim", "enable_grad", "inference_mode", "is_grad_enabled",
     "is_inference_mode_enabled", "no_grad", "set_grad_enabled", "detach", "is_tensor", "numel",
-    "negative", "absolute", "multiply", "divide", "subtract", "compile", "compiler"
+    "negative", "absolute", "multiply", "divide", "subtract", "compile", "compiler",
+    "utils", "save", "load"
 ]
 __all__ += _exported_functions()
 __all__.sort(key=lambda n: (n.lower(), n))

@@ -20,7 +20,9 @@ LAYERS = [
     ("_node", "_dual"),                      # the autograd core: nodes, edges, tasks, duals
     ("ops",),
     ("autograd",),
-    ("nn", "optim", "distributed"),         # distributed: MPI collectives, under nn.parallel
+    # training kit; distributed: MPI collectives under nn.parallel; save/load restore
+    # nn.Parameter
+    ("nn", "optim", "distributed", "utils", "serialization"),
     ("compiler",),                           # jitgrad.compile: capture and replay
     ("testing",),                            # input builders shared by tests and benchmarks
     ("__init__",),
@@ -169,7 +171,7 @@ def test_allow_list_names_real_modules(importer, imported):
 _DEVICE_TESTS = ("is np.ndarray", "is not np.ndarray", '"flat_view"', '"on_device"', ".is_cuda")
 
 
-@pytest.mark.parametrize("package", ["ops", "autograd", "nn", "optim"])
+@pytest.mark.parametrize("package", ["ops", "autograd", "nn", "optim", "utils"])
 def test_upper_layers_leave_device_questions_to_the_backend(package):
     found = []
     for path in sorted((ROOT / package).rglob("*.py")):

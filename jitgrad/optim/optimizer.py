@@ -14,11 +14,12 @@ from itertools import chain
 
 import numpy as np
 
+from .. import dtypes as _dt
 from .._trace import traced
 from ..autograd.grad_mode import enable_grad
 from ..errors import size_mismatch
 from ..nn.modules.module import _typename, _zero_grad
-from ..tensor import Tensor, on_device
+from ..tensor import CPU, Tensor, on_device
 
 
 class _RequiredParameter:
@@ -41,10 +42,43 @@ _LOAD_FIX = ("Load a state_dict saved by an optimizer over parameters of these s
              "same order (the same model).")
 
 
+def _scalar_dtype():
+    """torch keeps a parameter's step count (and NAdam's mu_product) as a 0-d tensor
+    of the default scalar dtype."""
+    return np.float64 if _dt.get_default_dtype() == _dt.float64 else np.float32
+
+
+def _scalar_tensor(value):
+    return Tensor(np.array(float(value), _scalar_dtype()))
+
+
+_INVALID = {"lr": "learning rate", "eps": "epsilon value"}
+
+
+def check_options(**options):
+    """Raise torch's ValueError for the first option (in the order given, torch's
+    order) out of range: a number below 0, or betas outside [0, 1)."""
+    for name, value in options.items():
+        if name == "betas":
+            for k, beta in enumerate(value):
+                if not 0.0 <= beta < 1.0:
+                    raise ValueError(f"Invalid beta parameter at index {k}: {beta}")
+            continue
+        if name == "lr" and isinstance(value, Tensor) and value.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+        if not 0.0 <= value:
+            raise ValueError(f"Invalid {_INVALID.get(name, name + ' value')}: {value}")
+
+
 class Optimizer:
     """Base class: `params` is an iterable of Tensors, of (name, Tensor) pairs,
     or of dicts (parameter groups with their own options); `defaults` holds
     the options of groups that do not set them."""
+
+    # per-parameter state held as a one-element tensor (not indexed like the parameter)
+    _scalar_state = ()
+    # options a state saved by an older version may lack, and the value they take then
+    _option_fallbacks = {}
 
     def __init__(self, params, defaults):
         self.defaults = defaults
@@ -137,6 +171,7 @@ class Optimizer:
                 index += 1
         for group, p in todo:
             self._step_param(group, p)
+        self._opt_called = True  # read by lr_scheduler, which warns when it steps first
         return loss
 
     # ---- validation: what the kernels index must have the parameter's shape ---------------
@@ -183,6 +218,17 @@ class Optimizer:
         # only when raised)
         shape, loading = p._data.shape, where[0] == "load_state_dict"
         kinds = "fc" if p._data.dtype.kind == "c" else "biuf" if loading else "f"
+        for key in self._scalar_state:
+            t = state.get(key)
+            # a number is converted when loaded (see __setstate__)
+            if t is None or (loading and type(t) in (int, float)):
+                continue
+            if not (isinstance(t, Tensor) and t._data.size == 1 and t._data.dtype.kind in "iuf"):
+                raise RuntimeError(
+                    f"{self._where(where)}: state {key!r} should be a one-element real Tensor, "
+                    f"but got {t!r}. Load the state_dict of a {type(self).__name__} optimizer "
+                    "over the same parameters, or drop this parameter's state with "
+                    "`del optimizer.state[p]` to start it afresh.")
         for key in buffers:
             t = state.get(key)
             if t is None:
@@ -221,6 +267,15 @@ class Optimizer:
         if not contiguous:
             np.copyto(arr, flat.view(arr.dtype).reshape(arr.shape))
         p._vc[0] += 1
+
+    def _next_step(self, state):
+        """Advance state["step"] (created at 0 when missing) and return the new count
+        as a float, as torch reads it."""
+        step = state.get("step")
+        if step is None:
+            state["step"] = step = _scalar_tensor(0)
+        step._data += 1
+        return float(step._data)
 
     def _buffer(self, state, key, p):
         """The state tensor `key` of p (of p's shape: see `_check_param`) as a flat
@@ -288,7 +343,9 @@ class Optimizer:
                 arr = value._data
                 if key != "step" and param._data.dtype.kind == "f":
                     arr = arr.astype(param._data.dtype)
-                return Tensor(on_device(arr.astype(arr.dtype, order="C"), param.device))
+                # the step count and other one-element state are read on the host
+                where = CPU if key in self._scalar_state else param.device
+                return Tensor(on_device(arr.astype(arr.dtype, order="C"), where))
             if isinstance(value, dict):
                 return {k: cast(param, v, k) for k, v in value.items()}
             if isinstance(value, (list, tuple)):
@@ -312,6 +369,15 @@ class Optimizer:
 
     def __setstate__(self, state):
         self.__dict__.update(state)
+        for group in self.param_groups:
+            for key, value in self._option_fallbacks.items():
+                group.setdefault(key, value)
+            for p in group["params"]:
+                # state saved with numbers rather than tensors: as torch, convert
+                state = self.state.get(p)
+                for key in self._scalar_state if state else ():
+                    if key in state and not isinstance(state[key], Tensor):
+                        state[key] = _scalar_tensor(state[key])
 
     def __repr__(self):
         s = type(self).__name__ + " ("

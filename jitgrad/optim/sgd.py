@@ -1,9 +1,8 @@
 """SGD with momentum, dampening, Nesterov momentum, weight decay and maximize,
 as torch.optim.SGD; each parameter's update is one fused kernel call."""
 from .. import backend
-from ..tensor import Tensor
 from . import _kernels
-from .optimizer import Optimizer
+from .optimizer import Optimizer, check_options
 
 
 class SGD(Optimizer):
@@ -19,27 +18,16 @@ class SGD(Optimizer):
     tensor([0.8000, 1.6000], requires_grad=True)
     """
 
+    _option_fallbacks = {"nesterov": False, "maximize": False}
+
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False,
                  *, maximize=False):
-        if isinstance(lr, Tensor) and lr.numel() != 1:
-            raise ValueError("Tensor lr must be 1-element")
-        if lr < 0.0:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if momentum < 0.0:
-            raise ValueError(f"Invalid momentum value: {momentum}")
-        if weight_decay < 0.0:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        check_options(lr=lr, momentum=momentum, weight_decay=weight_decay)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                         nesterov=nesterov, maximize=maximize)
         super().__init__(params, defaults)
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("nesterov", False)
-            group.setdefault("maximize", False)
 
     def _state_buffers(self, group):
         return ("momentum_buffer",) if group.get("momentum") else ()

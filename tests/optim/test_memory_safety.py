@@ -281,18 +281,29 @@ def _snapshot(o, params):
 
 
 OPTIMIZERS = {"SGD-momentum": lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9),
-              "Adam-amsgrad": lambda ps: optim.Adam(ps, lr=0.1, amsgrad=True)}
-BUFFER = {"SGD-momentum": "momentum_buffer", "Adam-amsgrad": "max_exp_avg_sq"}
+              "Adam-amsgrad": lambda ps: optim.Adam(ps, lr=0.1, amsgrad=True),
+              "RMSprop-centered": lambda ps: optim.RMSprop(ps, momentum=0.9, centered=True),
+              "Adagrad": lambda ps: optim.Adagrad(ps),
+              "Adamax": lambda ps: optim.Adamax(ps),
+              "NAdam": lambda ps: optim.NAdam(ps, weight_decay=0.1),
+              "Adadelta": lambda ps: optim.Adadelta(ps),
+              "RAdam": lambda ps: optim.RAdam(ps),
+              "Rprop": lambda ps: optim.Rprop(ps),
+              "ASGD": lambda ps: optim.ASGD(ps)}
+BUFFER = {"SGD-momentum": "momentum_buffer", "Adam-amsgrad": "max_exp_avg_sq",
+          "RMSprop-centered": "grad_avg", "Adagrad": "sum", "Adamax": "exp_inf",
+          "NAdam": "exp_avg_sq", "Adadelta": "acc_delta", "RAdam": "exp_avg_sq",
+          "Rprop": "step_size", "ASGD": "ax"}
 
 
 def _trained(name):
     """Two parameters, one step taken, gradients of a second backward in place."""
     ps = [nn.Parameter(jitgrad.linspace(-1, 1, 6)), nn.Parameter(jitgrad.ones(2, 3))]
     o = OPTIMIZERS[name](ps)
-    for _ in range(2):
+    for first in (True, False):
         o.zero_grad()
         (ps[0] * ps[0] + ps[1].sin().reshape(-1)).sum().backward()
-        if not o.state:
+        if first:
             o.step()
     return ps, o
 
