@@ -81,6 +81,12 @@ TORCH_ELEMENTWISE = {
     "gelu": lambda F: lambda x: F.gelu(x),
     "gelu_tanh": lambda F: lambda x: F.gelu(x, approximate="tanh"),
     "softplus": lambda F: lambda x, beta, threshold: F.softplus(x, beta, threshold),
+    "silu": lambda F: F.silu,
+    "elu": lambda F: lambda x, alpha: F.elu(x, alpha),
+    "leaky_relu": lambda F: lambda x, slope: F.leaky_relu(x, slope),
+    "smooth_l1_loss": lambda F: lambda x, y, beta: F.smooth_l1_loss(x, y, reduction="none",
+                                                                    beta=beta),
+    "huber_loss": lambda F: lambda x, y, delta: F.huber_loss(x, y, reduction="none", delta=delta),
     "masked_fill": lambda F: lambda x, c, v: x.masked_fill(c, v),
 }
 # Operands whose torch counterpart accepts a 0-d tensor only.

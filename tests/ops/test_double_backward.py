@@ -13,11 +13,13 @@ import helpers
 from registry_cases import (DIFFERENTIABLE, INPLACE_KERNELS, function_samples, op_sample,
                             torch_function)
 
-# torch's layer_norm is one node whose backward reads the input for every output,
+# torch's layer_norm and batch_norm are one node whose backward reads the input for every output,
 # the bias gradient included; jitgrad's is a composition, where d loss / d bias is
 # a plain sum of the incoming gradient and does not depend on the input.
-KNOWN_GAPS = {("nn.functional.layer_norm", 0): "bias gradient does not require grad under "
-                                                "create_graph=True (torch: it does)"}
+_BIAS_GAP = "bias gradient does not require grad under create_graph=True (torch: it does)"
+KNOWN_GAPS = {("nn.functional.layer_norm", 0): _BIAS_GAP,
+              ("nn.functional.batch_norm", 0): _BIAS_GAP,
+              ("nn.functional.batch_norm", 2): _BIAS_GAP}
 
 
 def _elementwise(name):

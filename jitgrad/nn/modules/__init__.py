@@ -28,13 +28,22 @@ format holds it. The two-line recipe:
 >>> model.load_state_dict({k: jitgrad.from_numpy(v) for k, v in np.load(path).items()})
 <All keys matched successfully>
 """
-from .activation import GELU, ReLU, Sigmoid, Softplus, Tanh
-from .container import Sequential
+from .activation import (ELU, GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax,
+                         Softplus, Tanh)
+from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
+from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .dropout import Dropout
+from .flatten import Flatten, Unflatten
 from .linear import Identity, Linear
-from .loss import CrossEntropyLoss, MSELoss, NLLLoss
+from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss,
+                   MSELoss, NLLLoss, SmoothL1Loss)
 from .module import Module
 from .normalization import LayerNorm
+from .sparse import Embedding
 
-__all__ = ["Module", "Linear", "Sequential", "Identity", "ReLU", "Tanh", "Sigmoid", "GELU",
-           "Softplus", "LayerNorm", "Dropout", "MSELoss", "CrossEntropyLoss", "NLLLoss"]
+__all__ = ["Module", "Linear", "Identity", "Flatten", "Unflatten", "Embedding", "Sequential",
+           "ModuleList", "ModuleDict", "ParameterList", "ParameterDict", "ReLU", "Tanh",
+           "Sigmoid", "GELU", "Softplus", "SiLU", "LeakyReLU", "ELU", "Softmax", "LogSoftmax",
+           "LayerNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Dropout", "MSELoss",
+           "L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss", "BCEWithLogitsLoss", "KLDivLoss",
+           "NLLLoss", "CrossEntropyLoss"]

@@ -1,8 +1,10 @@
-"""Activations as modules: `ReLU`, `Tanh`, `Sigmoid`, `GELU`, `Softplus`."""
+"""Activations as modules: `ReLU`, `Tanh`, `Sigmoid`, `GELU`, `Softplus`, `SiLU`,
+`LeakyReLU`, `ELU`, `Softmax`, `LogSoftmax`."""
 from .. import functional as F
 from .module import Module
 
-__all__ = ["ReLU", "Tanh", "Sigmoid", "GELU", "Softplus"]
+__all__ = ["ReLU", "Tanh", "Sigmoid", "GELU", "Softplus", "SiLU", "LeakyReLU", "ELU", "Softmax",
+           "LogSoftmax"]
 
 
 class ReLU(Module):
@@ -50,3 +52,78 @@ class Softplus(Module):
 
     def extra_repr(self):
         return f"beta={self.beta}, threshold={self.threshold}"
+
+
+class _Inplace(Module):
+    """An activation with torch's `inplace` flag (printed only when set)."""
+
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def _inplace_repr(self):
+        return ", inplace=True" if self.inplace else ""
+
+
+class SiLU(_Inplace):
+    def forward(self, input):
+        return F.silu(input, inplace=self.inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
+class LeakyReLU(_Inplace):
+    """max(0, x) + negative_slope * min(0, x).
+
+    >>> from jitgrad import nn
+    >>> nn.LeakyReLU(0.2)
+    LeakyReLU(negative_slope=0.2)
+    """
+
+    def __init__(self, negative_slope=0.01, inplace=False):
+        super().__init__(inplace)
+        self.negative_slope = negative_slope
+
+    def forward(self, input):
+        return F.leaky_relu(input, self.negative_slope, self.inplace)
+
+    def extra_repr(self):
+        return f"negative_slope={self.negative_slope}{self._inplace_repr()}"
+
+
+class ELU(_Inplace):
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__(inplace)
+        self.alpha = alpha
+
+    def forward(self, input):
+        return F.elu(input, self.alpha, self.inplace)
+
+    def extra_repr(self):
+        return f"alpha={self.alpha}{self._inplace_repr()}"
+
+
+class Softmax(Module):
+    """softmax along `dim` (None: torch's legacy choice, with its deprecation warning).
+
+    >>> import jitgrad
+    >>> from jitgrad import nn
+    >>> nn.Softmax(dim=1)(jitgrad.zeros(1, 4))
+    tensor([[0.2500, 0.2500, 0.2500, 0.2500]])
+    """
+
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.softmax(input, self.dim, _stacklevel=5)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class LogSoftmax(Softmax):
+    def forward(self, input):
+        return F.log_softmax(input, self.dim, _stacklevel=5)

@@ -543,5 +543,3 @@ def _zero_grad(p, set_to_none):
         g._data = np.zeros_like(g._data)
     g._vc[0] += 1
 
-
-# ---- containers -------------------------------------------------------------------------------
