@@ -200,15 +200,18 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     return _weighted(E._huber_loss(input, target, delta), weight, reduction, mean_by_weight=False)
 
 
+_BCE_EPS = float(np.float32(1e-12))
+
+
 def _bce_backward(node, g):
     reduction, shape = node._attrs
     x, t, w = node.saved()
     g = _spread(g, shape, reduction)
     if w is not None:
         g = g * w
-    # torch's rules: the input's slope divides by max(x (1 - x), 1e-12); the target's is
-    # -logit(x), unclamped
-    gx = g * (x - t) / E.clamp((1 - x) * x, min=1e-12)
+    # torch's rules: the input's slope divides by max(x (1 - x), eps), eps = 1e-12 rounded
+    # to float32 as torch stores it; the target's slope is -logit(x), unclamped
+    gx = g * (x - t) / E.clamp((1 - x) * x, min=_BCE_EPS)
     gt = -g * E.log(x / (1 - x))
     return _sum_to(gx, x.shape), _sum_to(gt, t.shape)
 
