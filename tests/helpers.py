@@ -87,6 +87,11 @@ TORCH_ELEMENTWISE = {
     "smooth_l1_loss": lambda F: lambda x, y, beta: F.smooth_l1_loss(x, y, reduction="none",
                                                                     beta=beta),
     "huber_loss": lambda F: lambda x, y, delta: F.huber_loss(x, y, reduction="none", delta=delta),
+    "hardtanh": lambda F: F.hardtanh,
+    "hardswish": lambda F: F.hardswish,
+    "hardsigmoid": lambda F: F.hardsigmoid,
+    "log_sigmoid": lambda F: F.logsigmoid,
+    "mish": lambda F: F.mish,
     "masked_fill": lambda F: lambda x, c, v: x.masked_fill(c, v),
 }
 # Operands whose torch counterpart accepts a 0-d tensor only.

@@ -1,5 +1,6 @@
-"""torch.nn.functional's core on jitgrad ops. Losses and layer_norm are
-compositions of differentiable ops, so they are differentiable twice."""
+"""torch.nn.functional on jitgrad ops: activations, embedding, normalization and losses.
+Each is a composition of differentiable ops, or one node whose backward is written with
+jitgrad ops (binary cross-entropy, nll_loss, embedding), so all are differentiable twice."""
 import math
 import warnings
 
@@ -13,14 +14,16 @@ from ..ops import nn as _softmax_ops
 from ..ops.creation import _gen, zeros_like
 from ..ops.inplace import inplace_elementwise
 from ..ops.registry import Arg, Sample, op
-from ..tensor import Tensor, on_device
+from ..tensor import Tensor, on_device, wrap_dim
 
 relu = E.relu
 sigmoid = E.sigmoid
 tanh = E.tanh
 
-__all__ = ["relu", "sigmoid", "tanh", "softplus", "gelu", "silu", "leaky_relu", "elu", "softmax",
-           "log_softmax", "linear", "embedding", "batch_norm", "layer_norm", "dropout",
+__all__ = ["relu", "sigmoid", "tanh", "softplus", "gelu", "silu", "leaky_relu", "elu", "hardtanh",
+           "relu6", "hardswish", "hardsigmoid", "logsigmoid", "mish", "softsign", "tanhshrink",
+           "glu", "prelu", "softmax", "softmin", "log_softmax", "normalize", "one_hot", "linear",
+           "embedding", "batch_norm", "group_norm", "layer_norm", "dropout",
            "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
            "binary_cross_entropy_with_logits", "kl_div", "cross_entropy", "nll_loss"]
 
@@ -59,6 +62,88 @@ def elu(input, alpha=1.0, inplace=False):
     return _activation(E._elu, input, inplace, alpha)
 
 
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
+    return _activation(E._hardtanh, input, inplace, min_val, max_val)
+
+
+def relu6(input, inplace=False):
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def hardswish(input, inplace=False):
+    return _activation(E._hardswish, input, inplace)
+
+
+def hardsigmoid(input, inplace=False):
+    return _activation(E._hardsigmoid, input, inplace)
+
+
+def logsigmoid(input):
+    return E._log_sigmoid(input)
+
+
+def mish(input, inplace=False):
+    return _activation(E._mish, input, inplace)
+
+
+@op(name="nn.functional.softsign", samples=(Sample(Arg(3, 4)),))
+def softsign(input):
+    return input / (E.abs(input) + 1)
+
+
+@op(name="nn.functional.tanhshrink", samples=(Sample(Arg(3, 4)),))
+def tanhshrink(input):
+    return input - E.tanh(input)
+
+
+@op(name="nn.functional.glu", samples=(Sample(Arg(3, 4)), Sample(Arg(4, 3), 0)))
+def glu(input, dim=-1):
+    """a * sigmoid(b), a and b the two halves of `input` along dim."""
+    if input.ndim == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    if input.shape[dim] % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {wrap_dim(dim, input.ndim)}"
+                           f" is size {input.shape[dim]}")
+    a, b = input.chunk(2, dim)
+    return a * E.sigmoid(b)
+
+
+def _prelu_backward(node, g):
+    (w_shape,) = node._attrs
+    x, w = node.saved()
+    slope = views.reshape(w, w_shape)
+    positive = x > 0
+    # torch's selections: where() picks, so an inf or nan on the other side stays out
+    gx = E.where(positive, g, slope * g)
+    gw = E.where(positive, 0.0, x * g)
+    if w.numel() > 1:  # one slope per channel: sum over every dim but the channels'
+        gw = reductions.sum(gw, tuple(d for d in range(gw.ndim) if d != 1))
+    else:
+        gw = reductions.sum(gw)
+    return gx, views.reshape(gw, tuple(w.shape))
+
+
+@op("PreluKernelBackward0", backward=_prelu_backward, saves=("self", "weight"),
+    name="nn.functional.prelu",
+    samples=(Sample(Arg(3, 4, 2), Arg(4)), Sample(Arg(3, 4), Arg(1)), Sample(Arg(5), Arg(1))))
+def prelu(input, weight):
+    """max(0, x) + weight * min(0, x), one learned slope per channel (dim 1) or one for all."""
+    if weight.dtype != input.dtype:
+        raise RuntimeError(f"prelu: Type promoting not supported. Got {input.dtype} and "
+                           f"{weight.dtype}; convert one of them (e.g. module.to(input.dtype))")
+    channels = input.shape[1] if input.ndim >= 2 else 1
+    if weight.numel() not in (1, channels):
+        raise RuntimeError("Mismatch of parameter numbers and input channel size. Found parameter "
+                           f"numbers = {weight.numel()} and channel size = {channels}.")
+    w_shape = ((1, channels) + (1,) * (input.ndim - 2) if weight.numel() > 1 and input.ndim >= 2
+               else (1,) * max(input.ndim, 1))
+    with _state.grad_disabled():
+        out = E.where(input > 0, input, views.reshape(weight, w_shape) * input)
+    return prelu.op.emit(out, (input, weight), (w_shape,), (input, weight))
+
+
 def _softmax_dim(name, ndim, dim, stacklevel):
     if dim is not None:
         return dim
@@ -73,9 +158,42 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None):
                                 dtype)
 
 
+@op(name="nn.functional.softmin", samples=(Sample(Arg(3, 4), 1), Sample(Arg(3, 4), 0)))
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    return _softmax_ops.softmax(-input, _softmax_dim("softmin", input.ndim, dim, _stacklevel),
+                                dtype)
+
+
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     return _softmax_ops.log_softmax(
         input, _softmax_dim("log_softmax", input.ndim, dim, _stacklevel), dtype)
+
+
+@op(name="nn.functional.normalize",
+    samples=(Sample(Arg(3, 4)), Sample(Arg(3, 4), 1.0, 0), Sample(Arg(2, 3, 2), 3.0, -1)))
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    """input / max(norm(input, p, dim), eps): unit vectors along dim."""
+    if out is not None:
+        raise NotImplementedError("normalize(out=...): jitgrad has no out= arguments; assign the "
+                                  "result instead")
+    return input / E.clamp(reductions.norm(input, p, dim, keepdim=True), min=eps)
+
+
+def one_hot(tensor, num_classes=-1):
+    """int64 tensor with a trailing dim of num_classes (max + 1 when -1), 1 at each index."""
+    if not isinstance(tensor, Tensor) or tensor._data.dtype.kind not in "iu":
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    host = tensor.cpu()._data
+    if num_classes == -1:
+        if host.size == 0:
+            raise RuntimeError("Can not infer total number of classes from empty tensor.")
+        num_classes = int(host.max()) + 1
+    if host.size and host.min() < 0:
+        raise RuntimeError("Class values must be non-negative.")
+    if host.size and host.max() >= num_classes:
+        raise RuntimeError("Class values must be smaller than num_classes.")
+    out = (host[..., None] == np.arange(num_classes)).astype(np.int64)
+    return Tensor(on_device(out, tensor.device))
 
 
 @op(name="nn.functional.linear",
@@ -244,10 +362,6 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
                                         (input, target, weight))
 
 
-def _log_sigmoid(x):
-    return E.minimum(x, 0) - E.log1p(E.exp(-E.abs(x)))
-
-
 def _bce_logits_backward(node, g):
     reduction, shape = node._attrs
     x, t, w, pw = node.saved()
@@ -260,7 +374,7 @@ def _bce_logits_backward(node, g):
     else:
         pt = pw * t
         gx = ((pt + 1 - t) * E.sigmoid(x) - pt) * g
-        gt = (_log_sigmoid(-x) - _log_sigmoid(x) * pw) * g
+        gt = (E._log_sigmoid(-x) - E._log_sigmoid(x) * pw) * g
     return _sum_to(gx, x.shape), _sum_to(gt, t.shape)
 
 
@@ -283,7 +397,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     for name, t in (("weight", weight), ("pos_weight", pos_weight)):
         _not_differentiable("binary_cross_entropy_with_logits", name, t)
     with _state.grad_disabled():
-        log_sig = _log_sigmoid(input)
+        log_sig = E._log_sigmoid(input)
         if pos_weight is not None:
             log_sig = log_sig * ((pos_weight - 1) * target + 1)
         loss = (1 - target) * input - log_sig
@@ -590,6 +704,33 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     else:
         out = ((input - views.reshape(running_mean, shape))
                * E.rsqrt(views.reshape(running_var, shape) + eps))
+    if weight is not None:
+        out = out * views.reshape(weight, shape)
+    if bias is not None:
+        out = out + views.reshape(bias, shape)
+    return out
+
+
+@op(name="nn.functional.group_norm",
+    samples=(Sample(Arg(3, 4, 5), 2, Arg(4), Arg(4)), Sample(Arg(2, 6, 2, 2), 3)))
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """Normalize each sample over groups of its channels (dim 1) and any spatial dims."""
+    if input.ndim < 2:
+        raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received "
+                           f"{input.ndim}")
+    n, channels = input.shape[0], input.shape[1]
+    if channels % num_groups:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, "
+                           f"but got input of shape {list(input.shape)} and "
+                           f"num_groups={num_groups}")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and (t.ndim != 1 or t.numel() != channels):
+            raise RuntimeError(f"Expected {name} to be a vector of size equal to the number of "
+                               f"channels in input, but got {name} of shape {list(t.shape)} and "
+                               f"input of shape {list(input.shape)}")
+    grouped = views.reshape(input, (n, num_groups, -1))
+    out = views.reshape(_normalize(grouped, (2,), eps)[0], tuple(input.shape))
+    shape = (1, channels) + (1,) * (input.ndim - 2)
     if weight is not None:
         out = out * views.reshape(weight, shape)
     if bias is not None:

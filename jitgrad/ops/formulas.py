@@ -72,6 +72,24 @@ _elu = _ew("elu", args=("x", "alpha"), out="where(x <= 0, alpha * expm1(x), x)",
 _leaky_relu = _ew("leaky_relu", args=("x", "slope"), out="where(x > 0, x, x * slope)",
                   x="where(x > 0, 1, slope) + 0 * sign(x)", scalars={"slope": 0.2},
                   scalar_params=("slope",))
+# The piecewise activations test their kinks as torch's vectorized kernels do: hardtanh's
+# slope is 0 at either bound and at nan, hardswish's 0 at -3 and nan at nan, hardsigmoid's
+# 0 at nan; hardtanh's slope is a function of x with derivative 0 (`0 * sign(x)`, see
+# leaky_relu). hardsigmoid's slope is torch's 1/6 rounded to float32, in float64 too.
+_hardtanh = _ew("hardtanh", ("x", "lo", "hi"), out="where(x < lo, lo, where(x > hi, hi, x))",
+                x="where(x > lo, where(x < hi, 1, 0), 0) + 0 * sign(x)",
+                scalars={"lo": -1, "hi": 1}, scalar_params=("lo", "hi"), floating=False)
+_hardswish = _ew("hardswish", out="x * where(x + 3 < 0, 0, where(x + 3 > 6, 6, x + 3)) / 6",
+                 x="where(x >= 3, 1, where(x <= -3, 0, x / 3 + 0.5))", domain=(-4.0, 4.0))
+_hardsigmoid = _ew("hardsigmoid", out="where(x + 3 < 0, 0, where(x + 3 > 6, 6, x + 3)) / 6",
+                   x="where(x > -3, where(x < 3, 0.1666666716337204, 0), 0)", domain=(-4.0, 4.0))
+# log_sigmoid = min(x, 0) - log1p(exp(-|x|)): no overflow on either side (torch's form).
+_log_sigmoid = _ew("log_sigmoid", out="where(x < 0, x, 0) - log1p(exp(-abs(x)))",
+                   x="where(x < 0, 1 - exp(-abs(x)) / (1 + exp(-abs(x))),"
+                     " exp(-abs(x)) / (1 + exp(-abs(x))))")
+_mish = _ew("mish", out="x * tanh(log1p(exp(x)))",
+            x="tanh(log1p(exp(x))) + x / (1 + exp(-x))"
+              " * (1 - tanh(log1p(exp(x))) * tanh(log1p(exp(x))))")
 # torch.xlogy: 0 where x is 0 (unless y is nan); its slopes are torch's: log(y) (0 where
 # x == 0 and y <= 0) and x / y, so xlogy(t, t) has slope log(t) + 1 even at a subnormal t.
 _xlogy = _ew("xlogy", _XY, out="where(y != y, y, where(x == 0, 0, x * log(y)))",

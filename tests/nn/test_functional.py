@@ -16,7 +16,9 @@ import helpers
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
 
-NAMES = ["silu", "leaky_relu", "elu", "softmax", "log_softmax", "embedding", "batch_norm",
+NAMES = ["silu", "leaky_relu", "elu", "hardtanh", "relu6", "hardswish", "hardsigmoid", "mish",
+         "softsign", "tanhshrink", "glu", "softmin", "normalize", "group_norm",
+         "softmax", "log_softmax", "embedding", "batch_norm",
          "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
          "binary_cross_entropy_with_logits", "kl_div", "nll_loss", "cross_entropy"]
 
@@ -116,6 +118,20 @@ def test_softmax_dim_none_warns_and_picks_torchs_dim():
     helpers.assert_same(a, b, rtol=1e-12, atol=1e-15)
 
 
+@pytest.mark.parametrize("indices, num_classes", [([[0, 2], [1, 1]], -1), ([3, 0], 5), ([], 4),
+                                                   ([[[1]]], 2)])
+def test_one_hot_matches_torch(indices, num_classes):
+    a = F.one_hot(jitgrad.tensor(indices, dtype=jitgrad.int64), num_classes)
+    b = TF.one_hot(torch.tensor(indices, dtype=torch.int64), num_classes)
+    helpers.assert_same(a, b, rtol=0, atol=0)
+
+
+def test_normalize_matches_torch_at_zero_rows():
+    x = np.array([[0.0, 0.0, 0.0], [3.0, 4.0, 0.0]])
+    both_ways(lambda lib, t: lib.nn.functional.normalize(t), x)
+    both_ways(lambda lib, t: lib.nn.functional.normalize(t, p=1.0, dim=0), x + 1)
+
+
 def test_kl_div_mean_warns_like_torch():
     with pytest.warns(UserWarning, match="'batchmean' divides only by the batch size"):
         F.kl_div(jitgrad.zeros(2, 3), jitgrad.ones(2, 3))
@@ -160,6 +176,14 @@ ERRORS = {
     "embedding index": lambda l: l.nn.functional.embedding(l.tensor([3]), l.zeros(3, 2)),
     "embedding padding": lambda l: l.nn.functional.embedding(l.tensor([0]), l.zeros(3, 2),
                                                              padding_idx=3),
+    "one_hot float": lambda l: l.nn.functional.one_hot(l.tensor([1.0])),
+    "one_hot negative": lambda l: l.nn.functional.one_hot(l.tensor([-1])),
+    "one_hot too large": lambda l: l.nn.functional.one_hot(l.tensor([3]), 3),
+    "one_hot empty": lambda l: l.nn.functional.one_hot(l.tensor([], dtype=l.int64)),
+    "glu odd": lambda l: l.nn.functional.glu(l.zeros(3, 5)),
+    "prelu channels": lambda l: l.nn.functional.prelu(l.zeros(2, 4), l.ones(3)),
+    "hardtanh bounds": lambda l: l.nn.functional.hardtanh(l.zeros(2), 1.0, -1.0),
+    "group_norm groups": lambda l: l.nn.functional.group_norm(l.zeros(2, 3), 2),
 }
 
 

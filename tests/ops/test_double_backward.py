@@ -19,7 +19,9 @@ from registry_cases import (DIFFERENTIABLE, INPLACE_KERNELS, function_samples, o
 _BIAS_GAP = "bias gradient does not require grad under create_graph=True (torch: it does)"
 KNOWN_GAPS = {("nn.functional.layer_norm", 0): _BIAS_GAP,
               ("nn.functional.batch_norm", 0): _BIAS_GAP,
-              ("nn.functional.batch_norm", 2): _BIAS_GAP}
+              ("nn.functional.batch_norm", 2): _BIAS_GAP,
+              ("hardsigmoid",): "torch has no second derivative of hardsigmoid (it raises); "
+                                "jitgrad's is 0"}
 
 
 def _elementwise(name):
@@ -31,7 +33,9 @@ def _function(name, i):
     return FUNCTIONS[name][0], torch_function(name), FUNCTIONS[name][1][i]
 
 
-CASES = ([pytest.param(_elementwise, (n,), id=n)
+CASES = ([pytest.param(_elementwise, (n,), id=n,
+                       marks=[pytest.mark.xfail(reason=KNOWN_GAPS[(n,)], strict=True)]
+                       if (n,) in KNOWN_GAPS else [])
           for n in DIFFERENTIABLE if n not in INPLACE_KERNELS]
          + [pytest.param(_function, p.values, id=p.id,
                          marks=[pytest.mark.xfail(reason=KNOWN_GAPS[p.values], strict=True)]

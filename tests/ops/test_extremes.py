@@ -113,6 +113,17 @@ EXCEPTIONS = {
         "second t is (g * t) / t, where g * t underflows to 0 or overflows to inf; jitgrad's "
         "is g * (t / t) = g, the true value",
         lambda v, where: (0 < np.abs(v) < _fi(v).tiny) | (np.abs(v) > _fi(v).max / 2)),
+    "nn.functional.group_norm": (
+        "as layer_norm and batch_norm", lambda v, where: where == "all" or
+        np.abs(v) > np.sqrt(_fi(v).max)),
+    "nn.functional.glu": (
+        "as sigmoid (torch's is 0 where e**x is subnormal), and the float limit, where torch's "
+        "slope of the gate is 0 and jitgrad's product a * slope overflows first (nan)",
+        lambda v, where: (v < -math.log(_fi(v).max)) | (np.abs(v) == _fi(v).max)),
+    "nn.functional.softsign": (
+        "beyond sqrt(max) the quotient rule's two terms cancel: torch keeps their rounding "
+        "noise (1e-170), jitgrad 0; the true slope is below the normal range",
+        lambda v, where: np.abs(v) > np.sqrt(_fi(v).max) / 2),
     "prod": ("a subnormal factor: torch's result / input loses the gradient (1.0 for "
              "a true 0.58), jitgrad multiplies the other factors",
              lambda v, where: 0 < np.abs(v) < _fi(v).tiny),

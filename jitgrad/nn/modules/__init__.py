@@ -28,8 +28,9 @@ format holds it. The two-line recipe:
 >>> model.load_state_dict({k: jitgrad.from_numpy(v) for k, v in np.load(path).items()})
 <All keys matched successfully>
 """
-from .activation import (ELU, GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax,
-                         Softplus, Tanh)
+from .activation import (ELU, GELU, GLU, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid,
+                         LogSoftmax, Mish, PReLU, ReLU, ReLU6, Sigmoid, SiLU, Softmax, Softmin,
+                         Softplus, Softsign, Tanh, Tanhshrink)
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .dropout import Dropout
@@ -38,12 +39,13 @@ from .linear import Identity, Linear
 from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss,
                    MSELoss, NLLLoss, SmoothL1Loss)
 from .module import Module
-from .normalization import LayerNorm
+from .normalization import GroupNorm, LayerNorm
 from .sparse import Embedding
 
 __all__ = ["Module", "Linear", "Identity", "Flatten", "Unflatten", "Embedding", "Sequential",
-           "ModuleList", "ModuleDict", "ParameterList", "ParameterDict", "ReLU", "Tanh",
-           "Sigmoid", "GELU", "Softplus", "SiLU", "LeakyReLU", "ELU", "Softmax", "LogSoftmax",
-           "LayerNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Dropout", "MSELoss",
-           "L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss", "BCEWithLogitsLoss", "KLDivLoss",
-           "NLLLoss", "CrossEntropyLoss"]
+           "ModuleList", "ModuleDict", "ParameterList", "ParameterDict", "ReLU", "Tanh", "Sigmoid",
+           "GELU", "Softplus", "SiLU", "LeakyReLU", "ELU", "Hardtanh", "ReLU6", "Hardswish",
+           "Hardsigmoid", "Mish", "LogSigmoid", "Softsign", "Tanhshrink", "GLU", "PReLU",
+           "Softmax", "Softmin", "LogSoftmax", "LayerNorm", "GroupNorm", "BatchNorm1d",
+           "BatchNorm2d", "BatchNorm3d", "Dropout", "MSELoss", "L1Loss", "SmoothL1Loss",
+           "HuberLoss", "BCELoss", "BCEWithLogitsLoss", "KLDivLoss", "NLLLoss", "CrossEntropyLoss"]

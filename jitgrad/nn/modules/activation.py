@@ -1,10 +1,14 @@
-"""Activations as modules: `ReLU`, `Tanh`, `Sigmoid`, `GELU`, `Softplus`, `SiLU`,
-`LeakyReLU`, `ELU`, `Softmax`, `LogSoftmax`."""
+"""Activations as modules, each calling the function of the same name in
+`jitgrad.nn.functional`."""
+from ...ops.creation import full
 from .. import functional as F
+from .. import init
+from ..parameter import Parameter
 from .module import Module
 
-__all__ = ["ReLU", "Tanh", "Sigmoid", "GELU", "Softplus", "SiLU", "LeakyReLU", "ELU", "Softmax",
-           "LogSoftmax"]
+__all__ = ["ReLU", "Tanh", "Sigmoid", "GELU", "Softplus", "SiLU", "LeakyReLU", "ELU", "Hardtanh",
+           "ReLU6", "Hardswish", "Hardsigmoid", "Mish", "LogSigmoid", "Softsign", "Tanhshrink",
+           "GLU", "PReLU", "Softmax", "Softmin", "LogSoftmax"]
 
 
 class ReLU(Module):
@@ -73,6 +77,95 @@ class SiLU(_Inplace):
         return "inplace=True" if self.inplace else ""
 
 
+class Mish(SiLU):
+    def forward(self, input):
+        return F.mish(input, inplace=self.inplace)
+
+
+class Hardswish(_Inplace):  # torch prints no options
+    def forward(self, input):
+        return F.hardswish(input, self.inplace)
+
+
+class Hardsigmoid(_Inplace):
+    def forward(self, input):
+        return F.hardsigmoid(input, self.inplace)
+
+
+class Hardtanh(_Inplace):
+    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
+        super().__init__(inplace)
+        if max_val < min_val:
+            raise ValueError("min_val cannot be greater than max_val")
+        self.min_val = min_val
+        self.max_val = max_val
+
+    def forward(self, input):
+        return F.hardtanh(input, self.min_val, self.max_val, self.inplace)
+
+    def extra_repr(self):
+        return f"min_val={self.min_val}, max_val={self.max_val}{self._inplace_repr()}"
+
+
+class ReLU6(Hardtanh):
+    def __init__(self, inplace=False):
+        super().__init__(0.0, 6.0, inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
+class LogSigmoid(Module):
+    def forward(self, input):
+        return F.logsigmoid(input)
+
+
+class Softsign(Module):
+    def forward(self, input):
+        return F.softsign(input)
+
+
+class Tanhshrink(Module):
+    def forward(self, input):
+        return F.tanhshrink(input)
+
+
+class GLU(Module):
+    def __init__(self, dim=-1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.glu(input, self.dim)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class PReLU(Module):
+    """LeakyReLU with a learned slope: one for all channels, or one per channel (dim 1).
+
+    >>> from jitgrad import nn
+    >>> nn.PReLU(3)
+    PReLU(num_parameters=3)
+    """
+
+    def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
+        super().__init__()
+        self.num_parameters = num_parameters
+        self.init = init
+        self.weight = Parameter(full((num_parameters,), init, dtype=dtype, device=device))
+
+    def reset_parameters(self):
+        init.constant_(self.weight, self.init)
+
+    def forward(self, input):
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self):
+        return f"num_parameters={self.num_parameters}"
+
+
 class LeakyReLU(_Inplace):
     """max(0, x) + negative_slope * min(0, x).
 
@@ -122,6 +215,11 @@ class Softmax(Module):
 
     def extra_repr(self):
         return f"dim={self.dim}"
+
+
+class Softmin(Softmax):
+    def forward(self, input):
+        return F.softmin(input, self.dim, _stacklevel=5)
 
 
 class LogSoftmax(Softmax):

@@ -15,20 +15,44 @@ MAKERS = [
     lambda n: n.ELU(), lambda n: n.ELU(alpha=0.5), lambda n: n.Softmax(dim=1),
     lambda n: n.Softmax(dim=-1), lambda n: n.LogSoftmax(dim=1), lambda n: n.LogSoftmax(0),
     lambda n: n.GELU(), lambda n: n.Tanh(), lambda n: n.Sigmoid(), lambda n: n.ReLU(),
-    lambda n: n.Softplus(beta=2.0),
+    lambda n: n.Softplus(beta=2.0), lambda n: n.Hardtanh(), lambda n: n.Hardtanh(-0.3, 0.6),
+    lambda n: n.ReLU6(), lambda n: n.Hardswish(), lambda n: n.Hardsigmoid(), lambda n: n.Mish(),
+    lambda n: n.LogSigmoid(), lambda n: n.Softsign(), lambda n: n.Tanhshrink(),
+    lambda n: n.GLU(), lambda n: n.GLU(0), lambda n: n.Softmin(1),
 ]
 IDS = ["silu", "leaky", "leaky0.2", "elu", "elu0.5", "softmax1", "softmax-1", "logsoftmax1",
-       "logsoftmax0", "gelu", "tanh", "sigmoid", "relu", "softplus"]
+       "logsoftmax0", "gelu", "tanh", "sigmoid", "relu", "softplus", "hardtanh", "hardtanh2",
+       "relu6", "hardswish", "hardsigmoid", "mish", "logsigmoid", "softsign", "tanhshrink", "glu",
+       "glu0", "softmin"]
+
+
+def test_prelu_per_channel_matches_torch():
+    x = np.random.default_rng(4).standard_normal((4, 3, 5))
+    results = []
+    for lib in (jitgrad, torch):
+        m = lib.nn.PReLU(3, init=0.1).double()
+        xi = lib.tensor(x, requires_grad=True)
+        out = m(xi)
+        (out * lib.tensor(x)).sum().backward()
+        results.append((out.detach().numpy(), xi.grad.numpy(), m.weight.grad.numpy(), repr(m),
+                        list(m.state_dict())))
+    for a, b in zip(results[0][:3], results[1][:3]):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    assert results[0][3:] == results[1][3:]
+    with pytest.raises(RuntimeError, match="prelu: Type promoting not supported"):
+        nn.PReLU()(jitgrad.zeros(2, dtype=jitgrad.float64))
 
 
 @pytest.mark.parametrize("make", MAKERS, ids=IDS)
 def test_values_gradients_and_repr_match_torch(make):
-    helpers.check_torch(make(nn), make(torch.nn), [(4, 5)], dtype="float64", seed=IDS)
+    helpers.check_torch(make(nn), make(torch.nn), [(4, 6)], dtype="float64", seed=IDS)
     assert repr(make(nn)) == repr(make(torch.nn))
 
 
-@pytest.mark.parametrize("name, kwargs", [("SiLU", {}), ("LeakyReLU", dict(negative_slope=0.3)),
-                                          ("ELU", dict(alpha=2.0)), ("ReLU", {})])
+@pytest.mark.parametrize("name, kwargs", [
+    ("SiLU", {}), ("LeakyReLU", dict(negative_slope=0.3)), ("ELU", dict(alpha=2.0)), ("ReLU", {}),
+    ("Hardtanh", dict(min_val=-0.5)), ("ReLU6", {}), ("Hardswish", {}), ("Hardsigmoid", {}),
+    ("Mish", {})])
 def test_inplace_forms_match_torch(name, kwargs):
     x = np.random.default_rng(1).standard_normal((3, 4))
     outs = []
