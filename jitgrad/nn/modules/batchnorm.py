@@ -2,11 +2,10 @@
 statistics (buffers `running_mean`, `running_var`, `num_batches_tracked`, as torch)."""
 from ...autograd.grad_mode import no_grad
 from ...dtypes import int64
-from ...ops.creation import empty, ones, tensor, zeros
+from ...ops.creation import ones, tensor, zeros
 from .. import functional as F
-from .. import init
-from ..parameter import Parameter
 from .module import Module
+from .normalization import _affine_parameters, _reset_affine
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d"]
 
@@ -27,16 +26,8 @@ class _BatchNorm(Module):
         self.momentum = momentum
         self.affine = affine
         self.track_running_stats = track_running_stats
+        _affine_parameters(self, num_features, affine, bias, device, dtype)
         where = dict(device=device, dtype=dtype)
-        if affine:
-            self.weight = Parameter(empty(num_features, **where))
-            if bias:
-                self.bias = Parameter(empty(num_features, **where))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
         if track_running_stats:
             self.register_buffer("running_mean", zeros(num_features, **where))
             self.register_buffer("running_var", ones(num_features, **where))
@@ -55,10 +46,7 @@ class _BatchNorm(Module):
 
     def reset_parameters(self):
         self.reset_running_stats()
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):
         if input.ndim not in self._dims:
