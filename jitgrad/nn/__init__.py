@@ -3,11 +3,11 @@
 from . import functional, init, utils
 from .modules import (
     BCELoss, BCEWithLogitsLoss, BatchNorm1d, BatchNorm2d, BatchNorm3d, CrossEntropyLoss, Dropout,
-    ELU, Embedding, Flatten, GELU, GLU, GroupNorm, Hardsigmoid, Hardswish, Hardtanh, HuberLoss,
-    Identity, KLDivLoss, L1Loss, LayerNorm, LeakyReLU, Linear, LogSigmoid, LogSoftmax, MSELoss,
-    Mish, Module, ModuleDict, ModuleList, NLLLoss, PReLU, ParameterDict, ParameterList, ReLU,
-    ReLU6, Sequential, SiLU, Sigmoid, SmoothL1Loss, Softmax, Softmin, Softplus, Softsign, Tanh,
-    Tanhshrink, Unflatten)
+    Dropout1d, Dropout2d, Dropout3d, ELU, Embedding, Flatten, GELU, GLU, GroupNorm, Hardsigmoid,
+    Hardswish, Hardtanh, HuberLoss, Identity, KLDivLoss, L1Loss, LayerNorm, LeakyReLU, Linear,
+    LogSigmoid, LogSoftmax, MSELoss, Mish, Module, ModuleDict, ModuleList, NLLLoss, PReLU,
+    ParameterDict, ParameterList, ReLU, ReLU6, Sequential, SiLU, Sigmoid, SmoothL1Loss, Softmax,
+    Softmin, Softplus, Softsign, Tanh, Tanhshrink, Unflatten)
 from .parameter import Parameter
 
 __all__ = ["functional", "init", "utils", "Parameter", "Module", "Linear", "Identity", "Flatten",
@@ -16,5 +16,5 @@ __all__ = ["functional", "init", "utils", "Parameter", "Module", "Linear", "Iden
            "ELU", "Hardtanh", "ReLU6", "Hardswish", "Hardsigmoid", "Mish", "LogSigmoid",
            "Softsign", "Tanhshrink", "GLU", "PReLU", "Softmax", "Softmin", "LogSoftmax",
            "LayerNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Dropout",
-           "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss", "BCEWithLogitsLoss",
-           "KLDivLoss", "NLLLoss", "CrossEntropyLoss"]
+           "Dropout1d", "Dropout2d", "Dropout3d", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss",
+           "BCELoss", "BCEWithLogitsLoss", "KLDivLoss", "NLLLoss", "CrossEntropyLoss"]

@@ -16,14 +16,14 @@ from ..ops.inplace import inplace_elementwise
 from ..ops.registry import Arg, Sample, op
 from ..tensor import Tensor, on_device, wrap_dim
 
-relu = E.relu
 sigmoid = E.sigmoid
 tanh = E.tanh
 
 __all__ = ["relu", "sigmoid", "tanh", "softplus", "gelu", "silu", "leaky_relu", "elu", "hardtanh",
            "relu6", "hardswish", "hardsigmoid", "logsigmoid", "mish", "softsign", "tanhshrink",
            "glu", "prelu", "softmax", "softmin", "log_softmax", "normalize", "one_hot", "linear",
-           "embedding", "batch_norm", "group_norm", "layer_norm", "dropout",
+           "embedding", "batch_norm", "group_norm", "layer_norm", "dropout", "dropout1d",
+           "dropout2d", "dropout3d",
            "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
            "binary_cross_entropy_with_logits", "kl_div", "cross_entropy", "nll_loss"]
 
@@ -48,6 +48,10 @@ def gelu(input, approximate="none"):
     if approximate == "tanh":
         return E._gelu_tanh(input)
     raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate!r}")
+
+
+def relu(input, inplace=False):
+    return _activation(E.relu, input, inplace)
 
 
 def silu(input, inplace=False):
@@ -277,7 +281,7 @@ def _weighted(loss, weight, reduction, mean_by_weight):
         return _reduce(loss, reduction)
     if tuple(weight.shape) != tuple(loss.shape):
         raise ValueError("Weights and input must have the same size.")
-    if reduction not in ("mean", "sum", "none"):
+    if reduction not in ("mean", "sum", "none"):  # torch's wording for the weighted forms
         raise ValueError(f"Invalid reduction mode: {reduction}. Expected one of 'none', 'mean', "
                          "'sum'.")
     loss = loss * weight
@@ -349,7 +353,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
                          "size.")
     _not_differentiable("binary_cross_entropy", "weight", weight)
     for what, t in (("input", input), ("target", target)):
-        if not bool(((t >= 0) & (t <= 1)).all()):
+        if not (bool((t >= 0).all()) and bool((t <= 1).all())):  # nan fails both
             raise RuntimeError(f"all elements of {what} should be between 0 and 1")
     with _state.grad_disabled():
         # log terms clamped at -100 as torch's, so a 0 or 1 input gives a finite loss
@@ -545,18 +549,68 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     return nll * (1 - label_smoothing) + smooth * (label_smoothing / n)
 
 
-def dropout(input, p=0.5, training=True, inplace=False):
+def _dropout(input, p, training, inplace, mask_shape):
+    """input times a mask of `mask_shape` (broadcast over input): 0 with probability p,
+    else 1 / (1 - p); drawn from jitgrad's generator."""
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
         return input
+    dtype = input._data.dtype
     if p == 1.0:
-        return input * 0.0
-    keep = (_gen.rng.random(input.shape) >= p).astype(input._data.dtype) / (1.0 - p)
-    out = input * Tensor(on_device(keep.astype(input._data.dtype), input.device))
-    if inplace:
-        return input.copy_(out)
-    return out
+        keep = np.zeros(mask_shape, dtype)
+    else:
+        keep = ((_gen.rng.random(mask_shape) >= p) / (1.0 - p)).astype(dtype)
+    out = input * Tensor(on_device(keep, input.device))
+    return input.copy_(out) if inplace else out
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    return _dropout(input, p, training, inplace, tuple(input.shape))
+
+
+def _feature_dropout(input, p, training, inplace, batched):
+    """Whole channels zeroed: one draw per (sample, channel), or per channel if unbatched."""
+    shape = tuple(input.shape) if batched else (1,) + tuple(input.shape)
+    mask = shape[:2] + (1,) * (len(shape) - 2)
+    return _dropout(input, p, training, inplace, mask if batched else mask[1:])
+
+
+def _dropout_dims_warning(name, ndim, expected, spatial):
+    warnings.warn(f"{name}: Received a {ndim}-D input to {name}, which is deprecated and will "
+                  "result in an error in a future release. To retain the behavior and silence "
+                  f"this warning, please use dropout instead. Note that {name} exists to provide "
+                  f"channel-wise dropout on inputs with {spatial} spatial dimensions, a channel "
+                  f"dimension, and an optional batch dimension (i.e. {expected[0]}D or "
+                  f"{expected[1]}D inputs).", stacklevel=3)
+
+
+def dropout1d(input, p=0.5, training=True, inplace=False):
+    if input.ndim not in (2, 3):
+        raise RuntimeError(f"dropout1d: Expected 2D or 3D input, but received a {input.ndim}D "
+                           "input. Note that dropout1d exists to provide channel-wise dropout on "
+                           "inputs with 1 spatial dimension, a channel dimension, and an optional "
+                           "batch dimension (i.e. 2D or 3D inputs).")
+    return _feature_dropout(input, p, training, inplace, input.ndim == 3)
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    if input.ndim not in (3, 4):
+        _dropout_dims_warning("dropout2d", input.ndim, (3, 4), 2)
+    if input.ndim == 3:
+        warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise "
+                      "1D dropout behavior is desired - input is interpreted as shape (N, C, L), "
+                      "where C is the channel dim. This behavior will change in a future release "
+                      "to interpret the input as one without a batch dimension, i.e. shape (C, H, "
+                      "W). To maintain the 1D channel-wise dropout behavior, please switch to "
+                      "using dropout1d instead.", stacklevel=2)
+    return _feature_dropout(input, p, training, inplace, True)
+
+
+def dropout3d(input, p=0.5, training=True, inplace=False):
+    if input.ndim not in (4, 5):
+        _dropout_dims_warning("dropout3d", input.ndim, (4, 5), 3)
+    return _feature_dropout(input, p, training, inplace, input.ndim == 5)
 
 
 # ---- embedding ----------------------------------------------------------------------------------

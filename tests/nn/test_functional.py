@@ -16,7 +16,7 @@ import helpers
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
 
-NAMES = ["silu", "leaky_relu", "elu", "hardtanh", "relu6", "hardswish", "hardsigmoid", "mish",
+NAMES = ["relu", "silu", "leaky_relu", "elu", "hardtanh", "relu6", "hardswish", "hardsigmoid", "mish",
          "softsign", "tanhshrink", "glu", "softmin", "normalize", "group_norm",
          "softmax", "log_softmax", "embedding", "batch_norm",
          "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",

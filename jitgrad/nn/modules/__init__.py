@@ -33,7 +33,7 @@ from .activation import (ELU, GELU, GLU, Hardsigmoid, Hardswish, Hardtanh, Leaky
                          Softplus, Softsign, Tanh, Tanhshrink)
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
-from .dropout import Dropout
+from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
 from .flatten import Flatten, Unflatten
 from .linear import Identity, Linear
 from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss,
@@ -47,5 +47,6 @@ __all__ = ["Module", "Linear", "Identity", "Flatten", "Unflatten", "Embedding", 
            "GELU", "Softplus", "SiLU", "LeakyReLU", "ELU", "Hardtanh", "ReLU6", "Hardswish",
            "Hardsigmoid", "Mish", "LogSigmoid", "Softsign", "Tanhshrink", "GLU", "PReLU",
            "Softmax", "Softmin", "LogSoftmax", "LayerNorm", "GroupNorm", "BatchNorm1d",
-           "BatchNorm2d", "BatchNorm3d", "Dropout", "MSELoss", "L1Loss", "SmoothL1Loss",
-           "HuberLoss", "BCELoss", "BCEWithLogitsLoss", "KLDivLoss", "NLLLoss", "CrossEntropyLoss"]
+           "BatchNorm2d", "BatchNorm3d", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d",
+           "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss", "BCEWithLogitsLoss",
+           "KLDivLoss", "NLLLoss", "CrossEntropyLoss"]
