@@ -23,7 +23,7 @@ __all__ = ["relu", "sigmoid", "tanh", "softplus", "gelu", "silu", "leaky_relu", 
            "relu6", "hardswish", "hardsigmoid", "logsigmoid", "mish", "softsign", "tanhshrink",
            "glu", "prelu", "softmax", "softmin", "log_softmax", "normalize", "one_hot", "linear",
            "embedding", "batch_norm", "group_norm", "layer_norm", "dropout", "dropout1d",
-           "dropout2d", "dropout3d",
+           "dropout2d", "dropout3d", "scaled_dot_product_attention",
            "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
            "binary_cross_entropy_with_logits", "kl_div", "cross_entropy", "nll_loss"]
 
@@ -611,6 +611,42 @@ def dropout3d(input, p=0.5, training=True, inplace=False):
     if input.ndim not in (4, 5):
         _dropout_dims_warning("dropout3d", input.ndim, (4, 5), 3)
     return _feature_dropout(input, p, training, inplace, input.ndim == 5)
+
+
+# ---- attention ----------------------------------------------------------------------------------
+
+@op(name="nn.functional.scaled_dot_product_attention",
+    samples=(Sample(Arg(2, 3, 4, 5), Arg(2, 3, 6, 5), Arg(2, 3, 6, 2)),
+             Sample(Arg(2, 4, 3), Arg(2, 4, 3), Arg(2, 4, 3), is_causal=True),
+             Sample(Arg(3, 4), Arg(5, 4), Arg(5, 2), Arg(3, 5, kind="const"), scale=0.3)))
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
+                                 scale=None, enable_gqa=False):
+    """softmax(query @ key^T * scale + mask) @ value, torch's reference computation. A bool
+    attn_mask says which positions take part (True), a float one is added to the scores;
+    is_causal masks the upper triangle."""
+    if is_causal and attn_mask is not None:
+        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set "
+                           "when is_causal=True")
+    if enable_gqa:
+        groups = query.shape[-3] // key.shape[-3]
+        key, value = (views.flatten(views.expand(views.unsqueeze(t, -3), tuple(t.shape[:-2])
+                                                 + (groups,) + tuple(t.shape[-2:])), -4, -3)
+                      for t in (key, value))
+    # the query is scaled before the product, as torch's kernels do: fewer overflows
+    query = query * (1 / math.sqrt(query.shape[-1]) if scale is None else scale)
+    scores = linalg.matmul(query, views.transpose(key, -2, -1))
+    if is_causal:
+        causal = np.tril(np.ones((query.shape[-2], key.shape[-2]), np.bool_))
+        attn_mask = Tensor(on_device(causal, query.device))
+    if attn_mask is not None:
+        if attn_mask.dtype.is_floating_point:
+            scores = scores + attn_mask
+        else:
+            scores = E.where(attn_mask, scores, -math.inf)
+    weights = _softmax_ops.softmax(scores, -1)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p)
+    return linalg.matmul(weights, value)
 
 
 # ---- embedding ----------------------------------------------------------------------------------

@@ -124,6 +124,11 @@ EXCEPTIONS = {
         "beyond sqrt(max) the quotient rule's two terms cancel: torch keeps their rounding "
         "noise (1e-170), jitgrad 0; the true slope is below the normal range",
         lambda v, where: np.abs(v) > np.sqrt(_fi(v).max) / 2),
+    "nn.functional.scaled_dot_product_attention": (
+        "a constant key: every score of a row is equal, the query's exact gradient is 0, and "
+        "both libraries return rounding noise of their own; a row whose only scores are "
+        "infinite: torch's fused kernel returns 0, jitgrad NaN (as torch's reference math)",
+        lambda v, where: where == "all" or not np.isfinite(v)),
     "prod": ("a subnormal factor: torch's result / input loses the gradient (1.0 for "
              "a true 0.58), jitgrad multiplies the other factors",
              lambda v, where: 0 < np.abs(v) < _fi(v).tiny),

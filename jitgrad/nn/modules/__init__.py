@@ -31,6 +31,7 @@ format holds it. The two-line recipe:
 from .activation import (ELU, GELU, GLU, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid,
                          LogSoftmax, Mish, PReLU, ReLU, ReLU6, Sigmoid, SiLU, Softmax, Softmin,
                          Softplus, Softsign, Tanh, Tanhshrink)
+from .attention import MultiheadAttention
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
@@ -42,11 +43,11 @@ from .module import Module
 from .normalization import GroupNorm, LayerNorm
 from .sparse import Embedding
 
-__all__ = ["Module", "Linear", "Identity", "Flatten", "Unflatten", "Embedding", "Sequential",
-           "ModuleList", "ModuleDict", "ParameterList", "ParameterDict", "ReLU", "Tanh", "Sigmoid",
-           "GELU", "Softplus", "SiLU", "LeakyReLU", "ELU", "Hardtanh", "ReLU6", "Hardswish",
-           "Hardsigmoid", "Mish", "LogSigmoid", "Softsign", "Tanhshrink", "GLU", "PReLU",
-           "Softmax", "Softmin", "LogSoftmax", "LayerNorm", "GroupNorm", "BatchNorm1d",
-           "BatchNorm2d", "BatchNorm3d", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d",
-           "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss", "BCEWithLogitsLoss",
-           "KLDivLoss", "NLLLoss", "CrossEntropyLoss"]
+__all__ = ["Module", "Linear", "Identity", "Flatten", "Unflatten", "Embedding",
+           "MultiheadAttention", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
+           "ParameterDict", "ReLU", "Tanh", "Sigmoid", "GELU", "Softplus", "SiLU", "LeakyReLU",
+           "ELU", "Hardtanh", "ReLU6", "Hardswish", "Hardsigmoid", "Mish", "LogSigmoid",
+           "Softsign", "Tanhshrink", "GLU", "PReLU", "Softmax", "Softmin", "LogSoftmax",
+           "LayerNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Dropout",
+           "Dropout1d", "Dropout2d", "Dropout3d", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss",
+           "BCELoss", "BCEWithLogitsLoss", "KLDivLoss", "NLLLoss", "CrossEntropyLoss"]
