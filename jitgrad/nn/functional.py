@@ -23,9 +23,10 @@ __all__ = ["relu", "sigmoid", "tanh", "softplus", "gelu", "silu", "leaky_relu", 
            "relu6", "hardswish", "hardsigmoid", "logsigmoid", "mish", "softsign", "tanhshrink",
            "glu", "prelu", "softmax", "softmin", "log_softmax", "normalize", "one_hot", "linear",
            "embedding", "batch_norm", "group_norm", "layer_norm", "dropout", "dropout1d",
-           "dropout2d", "dropout3d", "scaled_dot_product_attention",
-           "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
-           "binary_cross_entropy_with_logits", "kl_div", "cross_entropy", "nll_loss"]
+           "dropout2d", "dropout3d", "scaled_dot_product_attention", "cosine_similarity",
+           "pairwise_distance", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+           "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "cross_entropy",
+           "nll_loss", "margin_ranking_loss", "triplet_margin_loss", "cosine_embedding_loss"]
 
 
 def _activation(fn, input, inplace, *params):
@@ -611,6 +612,75 @@ def dropout3d(input, p=0.5, training=True, inplace=False):
     if input.ndim not in (4, 5):
         _dropout_dims_warning("dropout3d", input.ndim, (4, 5), 3)
     return _feature_dropout(input, p, training, inplace, input.ndim == 5)
+
+
+# ---- distances and the losses on them -------------------------------------------------------------
+
+@op(name="nn.functional.cosine_similarity",
+    samples=(Sample(Arg(3, 4), Arg(3, 4)), Sample(Arg(2, 3, 4), Arg(3, 4), dim=-1)))
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """sum(x1 / |x1| * x2 / |x2|) along dim, each norm at least eps (torch's form: the
+    clamp does not change the gradient of the norm)."""
+    shape = np.broadcast_shapes(tuple(x1.shape), tuple(x2.shape))
+    x1, x2 = views.broadcast_to(x1, shape), views.broadcast_to(x2, shape)
+    norms = []
+    for x in (x1, x2):
+        n = reductions.norm(x, 2, dim, keepdim=True).clone()
+        with _state.grad_disabled():
+            n.clamp_(min=eps)
+        norms.append(n)
+    return reductions.sum((x1 / norms[0]) * (x2 / norms[1]), dim)
+
+
+@op(name="nn.functional.pairwise_distance",
+    samples=(Sample(Arg(3, 4), Arg(3, 4)), Sample(Arg(3, 4), Arg(4), p=1.0, keepdim=True)))
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    """The p-norm of x1 - x2 + eps over the last dim."""
+    return reductions.norm(x1 - x2 + eps, p, max(x1.ndim, x2.ndim) - 1, keepdim=keepdim)
+
+
+@op(name="nn.functional.margin_ranking_loss",
+    samples=(Sample(Arg(5), Arg(5), Arg(5, kind="const"), margin=0.2),))
+def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
+                        reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return _reduce(E.clamp(-target * (input1 - input2) + margin, min=0), reduction)
+
+
+@op(name="nn.functional.triplet_margin_loss",
+    samples=(Sample(Arg(4, 3), Arg(4, 3), Arg(4, 3)),
+             Sample(Arg(4, 3), Arg(4, 3), Arg(4, 3), margin=0.5, p=1.0, swap=True,
+                    reduction="none")))
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False,
+                        size_average=None, reduce=None, reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if margin <= 0:
+        raise ValueError(f"margin must be greater than 0, got {margin}")
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_neg = E.minimum(d_neg, pairwise_distance(positive, negative, p, eps))
+    return _reduce(E.clamp(margin + d_pos - d_neg, min=0), reduction)
+
+
+@op(name="nn.functional.cosine_embedding_loss",
+    # targets in {0, 1} here (the -1 branch is compared with torch in tests/nn)
+    samples=(Sample(Arg(4, 3), Arg(4, 3), Arg(4, high=2, kind="int")),
+             Sample(Arg(4, 3), Arg(4, 3), Arg(4, high=2, kind="int"), reduction="sum")))
+def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
+                          reduction="mean"):
+    """1 - cos(x1, x2) where target is 1, max(0, cos - margin) where it is -1."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if target.ndim not in (0, 1):
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    d = target.ndim
+    prod = reductions.sum(input1 * input2, d)
+    mag1 = reductions.sum(input1 * input1, d) + 1e-12
+    mag2 = reductions.sum(input2 * input2, d) + 1e-12
+    cos = prod / E.sqrt(mag1 * mag2)
+    loss = (E.where(E.eq(target, 1), 1 - cos, 0.0)
+            + E.where(E.eq(target, -1), E.clamp(cos - margin, min=0), 0.0))
+    return _reduce(loss, reduction)
 
 
 # ---- attention ----------------------------------------------------------------------------------

@@ -18,7 +18,8 @@ TF = torch.nn.functional
 
 NAMES = ["relu", "silu", "leaky_relu", "elu", "hardtanh", "relu6", "hardswish", "hardsigmoid", "mish",
          "softsign", "tanhshrink", "glu", "softmin", "normalize", "group_norm",
-         "softmax", "log_softmax", "embedding", "batch_norm",
+         "softmax", "log_softmax", "embedding", "batch_norm", "dropout1d", "dropout2d",
+         "dropout3d", "margin_ranking_loss", "triplet_margin_loss", "cosine_embedding_loss",
          "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
          "binary_cross_entropy_with_logits", "kl_div", "nll_loss", "cross_entropy"]
 

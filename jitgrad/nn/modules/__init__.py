@@ -34,11 +34,13 @@ from .activation import (ELU, GELU, GLU, Hardsigmoid, Hardswish, Hardtanh, Leaky
 from .attention import MultiheadAttention
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
+from .distance import CosineSimilarity, PairwiseDistance
 from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
 from .flatten import Flatten, Unflatten
 from .linear import Identity, Linear
-from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss,
-                   MSELoss, NLLLoss, SmoothL1Loss)
+from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropyLoss, HuberLoss,
+                   KLDivLoss, L1Loss, MarginRankingLoss, MSELoss, NLLLoss, SmoothL1Loss,
+                   TripletMarginLoss)
 from .module import Module
 from .normalization import GroupNorm, LayerNorm
 from .sparse import Embedding
@@ -50,4 +52,6 @@ __all__ = ["Module", "Linear", "Identity", "Flatten", "Unflatten", "Embedding",
            "Softsign", "Tanhshrink", "GLU", "PReLU", "Softmax", "Softmin", "LogSoftmax",
            "LayerNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Dropout",
            "Dropout1d", "Dropout2d", "Dropout3d", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss",
-           "BCELoss", "BCEWithLogitsLoss", "KLDivLoss", "NLLLoss", "CrossEntropyLoss"]
+           "BCELoss", "BCEWithLogitsLoss", "KLDivLoss", "NLLLoss", "CrossEntropyLoss",
+           "MarginRankingLoss", "TripletMarginLoss", "CosineEmbeddingLoss", "CosineSimilarity",
+           "PairwiseDistance"]
