@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 import jitgrad
-from jitgrad import nn
 
 torch = pytest.importorskip("torch")
 
