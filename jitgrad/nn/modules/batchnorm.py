@@ -48,6 +48,11 @@ class _BatchNorm(Module):
         self.reset_running_stats()
         _reset_affine(self)
 
+    def _state_default(self, name):
+        # checkpoints from before torch 0.4 have no num_batches_tracked: torch keeps the
+        # module's own count instead of reporting the key missing
+        return self.num_batches_tracked if name == "num_batches_tracked" else None
+
     def forward(self, input):
         if input.ndim not in self._dims:
             raise ValueError(f"expected {self._expected} input (got {input.ndim}D input)")

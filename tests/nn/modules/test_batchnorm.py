@@ -103,6 +103,23 @@ def test_state_dict_round_trip_with_torch():
     assert list(jg.state_dict()) == list(th.state_dict())
 
 
+def test_checkpoint_without_num_batches_tracked_loads_as_in_torch():
+    """State dicts from before torch 0.4 lack the counter; torch keeps the module's own."""
+    old = {k: v for k, v in torch.nn.BatchNorm1d(3).state_dict().items()
+           if k != "num_batches_tracked"}
+    th = torch.nn.BatchNorm1d(3)
+    th.num_batches_tracked.fill_(5)
+    th.load_state_dict(old)
+    jg = nn.BatchNorm1d(3)
+    jg.num_batches_tracked.fill_(5)
+    assert repr(jg.load_state_dict({k: jitgrad.tensor(v.numpy()) for k, v in old.items()})) == \
+        "<All keys matched successfully>"
+    assert jg.num_batches_tracked.item() == th.num_batches_tracked.item() == 5
+    with pytest.raises(RuntimeError, match='Missing key\\(s\\) in state_dict: "running_var"'):
+        nn.BatchNorm1d(3).load_state_dict({"weight": jitgrad.ones(3), "bias": jitgrad.zeros(3),
+                                           "running_mean": jitgrad.zeros(3)})
+
+
 @pytest.mark.parametrize("cls, shape", [("BatchNorm1d", (2, 3, 2, 2)), ("BatchNorm1d", (3,)),
                                         ("BatchNorm2d", (2, 3)), ("BatchNorm3d", (2, 3, 4)),
                                         ("BatchNorm1d", (1, 3)), ("BatchNorm2d", (1, 3, 1, 1))])
