@@ -92,6 +92,11 @@ TORCH_ELEMENTWISE = {
     "hardsigmoid": lambda F: F.hardsigmoid,
     "log_sigmoid": lambda F: F.logsigmoid,
     "mish": lambda F: F.mish,
+    "selu": lambda F: F.selu,
+    "celu": lambda F: lambda x, alpha: F.celu(x, alpha),
+    "threshold": lambda F: lambda x, th, value: F.threshold(x, th, value),
+    "hardshrink": lambda F: lambda x, lambd: F.hardshrink(x, lambd),
+    "softshrink": lambda F: lambda x, lambd: F.softshrink(x, lambd),
     "masked_fill": lambda F: lambda x, c, v: x.masked_fill(c, v),
 }
 # Operands whose torch counterpart accepts a 0-d tensor only.

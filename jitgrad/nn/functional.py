@@ -19,14 +19,15 @@ from ..tensor import Tensor, on_device, wrap_dim
 sigmoid = E.sigmoid
 tanh = E.tanh
 
-__all__ = ["relu", "sigmoid", "tanh", "softplus", "gelu", "silu", "leaky_relu", "elu", "hardtanh",
-           "relu6", "hardswish", "hardsigmoid", "logsigmoid", "mish", "softsign", "tanhshrink",
-           "glu", "prelu", "softmax", "softmin", "log_softmax", "normalize", "one_hot", "linear",
-           "embedding", "batch_norm", "group_norm", "layer_norm", "dropout", "dropout1d",
-           "dropout2d", "dropout3d", "scaled_dot_product_attention", "cosine_similarity",
-           "pairwise_distance", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
-           "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "cross_entropy",
-           "nll_loss", "margin_ranking_loss", "triplet_margin_loss", "cosine_embedding_loss"]
+__all__ = ["relu", "sigmoid", "tanh", "softplus", "gelu", "silu", "leaky_relu", "elu", "selu",
+           "celu", "threshold", "hardshrink", "softshrink", "hardtanh", "relu6", "hardswish",
+           "hardsigmoid", "logsigmoid", "mish", "softsign", "tanhshrink", "glu", "prelu",
+           "softmax", "softmin", "log_softmax", "normalize", "one_hot", "linear", "embedding",
+           "batch_norm", "group_norm", "layer_norm", "dropout", "dropout1d", "dropout2d",
+           "dropout3d", "scaled_dot_product_attention", "cosine_similarity", "pairwise_distance",
+           "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
+           "binary_cross_entropy_with_logits", "kl_div", "cross_entropy", "nll_loss",
+           "margin_ranking_loss", "triplet_margin_loss", "cosine_embedding_loss"]
 
 
 def _activation(fn, input, inplace, *params):
@@ -65,6 +66,26 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):
 
 def elu(input, alpha=1.0, inplace=False):
     return _activation(E._elu, input, inplace, alpha)
+
+
+def selu(input, inplace=False):
+    return _activation(E._selu, input, inplace)
+
+
+def celu(input, alpha=1.0, inplace=False):
+    return _activation(E._celu, input, inplace, alpha)
+
+
+def threshold(input, threshold, value, inplace=False):
+    return _activation(E._threshold, input, inplace, threshold, value)
+
+
+def hardshrink(input, lambd=0.5):
+    return E._hardshrink(input, lambd)
+
+
+def softshrink(input, lambd=0.5):
+    return E._softshrink(input, lambd)
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):

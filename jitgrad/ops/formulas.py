@@ -83,6 +83,25 @@ _hardswish = _ew("hardswish", out="x * where(x + 3 < 0, 0, where(x + 3 > 6, 6, x
                  x="where(x >= 3, 1, where(x <= -3, 0, x / 3 + 0.5))", domain=(-4.0, 4.0))
 _hardsigmoid = _ew("hardsigmoid", out="where(x + 3 < 0, 0, where(x + 3 > 6, 6, x + 3)) / 6",
                    x="where(x > -3, where(x < 3, 0.1666666716337204, 0), 0)", domain=(-4.0, 4.0))
+# selu, celu, threshold, hardshrink, softshrink: torch's branches; their slopes at nan are
+# those of torch's vectorized kernels (selu and celu nan, threshold 1, the shrinks 0), and
+# the constant slopes carry `0 * sign(x)` so that a gradient penalty differentiates them.
+_selu = _ew("selu", out="where(x <= 0, 1.7580993408473766 * expm1(x), 1.0507009873554805 * x)",
+            x="where(x > 0, 1.0507009873554805, 1.7580993408473766 * exp(x))",
+            node_names={(True,): "EluBackward0"})
+_celu = _ew("celu", ("x", "alpha"), out="where(x <= 0, alpha * expm1(x / alpha), x)",
+            x="where(x > 0, 1, exp(x / alpha))", scalars={"alpha": 1.5},
+            scalar_params=("alpha",))
+_threshold = _ew("threshold", ("x", "th", "value"), out="where(x <= th, value, x)",
+                 x="where(x <= th, 0, 1) + 0 * sign(x)", scalars={"th": 0, "value": -1},
+                 scalar_params=("th", "value"), floating=False)
+_hardshrink = _ew("hardshrink", ("x", "lambd"), out="where(abs(x) <= lambd, 0, x)",
+                  x="where(abs(x) > lambd, 1, 0) + 0 * sign(x)", scalars={"lambd": 0.5},
+                  scalar_params=("lambd",))
+_softshrink = _ew("softshrink", ("x", "lambd"),
+                  out="where(x > lambd, x - lambd, where(x < -lambd, x + lambd, where(x != x, x, 0)))",
+                  x="where(abs(x) > lambd, 1, 0) + 0 * sign(x)", scalars={"lambd": 0.5},
+                  scalar_params=("lambd",))
 # log_sigmoid = min(x, 0) - log1p(exp(-|x|)): no overflow on either side (torch's form).
 _log_sigmoid = _ew("log_sigmoid", out="where(x < 0, x, 0) - log1p(exp(-abs(x)))",
                    x="where(x < 0, 1 - exp(-abs(x)) / (1 + exp(-abs(x))),"

@@ -16,7 +16,7 @@ import helpers
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
 
-NAMES = ["relu", "silu", "leaky_relu", "elu", "hardtanh", "relu6", "hardswish", "hardsigmoid", "mish",
+NAMES = ["relu", "selu", "celu", "threshold", "silu", "leaky_relu", "elu", "hardtanh", "relu6", "hardswish", "hardsigmoid", "mish",
          "softsign", "tanhshrink", "glu", "softmin", "normalize", "group_norm",
          "softmax", "log_softmax", "embedding", "batch_norm", "dropout1d", "dropout2d",
          "dropout3d", "margin_ranking_loss", "triplet_margin_loss", "cosine_embedding_loss",

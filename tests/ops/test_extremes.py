@@ -97,6 +97,8 @@ EXCEPTIONS = {
         "two libraries round the mean differently; a row whose squares overflow: torch nan, "
         "jitgrad rescales it and returns the finite result",
         lambda v, where: where == "all" or np.abs(v) > np.sqrt(_fi(v).max)),
+    "softshrink": ("-0.0: torch's scalar tail loop returns -0.0, its vector loop (and "
+                   "jitgrad) +0.0", lambda x, lambd: (x == 0) & np.signbit(x)),
     "nn.functional.batch_norm": (
         "as layer_norm: a constant channel (torch normalizes the rounding error of its mean) "
         "and values whose squares overflow (torch nan, jitgrad rescales)",

@@ -6,9 +6,10 @@ from .. import init
 from ..parameter import Parameter
 from .module import Module
 
-__all__ = ["ReLU", "Tanh", "Sigmoid", "GELU", "Softplus", "SiLU", "LeakyReLU", "ELU", "Hardtanh",
-           "ReLU6", "Hardswish", "Hardsigmoid", "Mish", "LogSigmoid", "Softsign", "Tanhshrink",
-           "GLU", "PReLU", "Softmax", "Softmin", "LogSoftmax"]
+__all__ = ["ReLU", "Tanh", "Sigmoid", "GELU", "Softplus", "SiLU", "LeakyReLU", "ELU", "SELU",
+           "CELU", "Threshold", "Hardshrink", "Softshrink", "Hardtanh", "ReLU6", "Hardswish",
+           "Hardsigmoid", "Mish", "LogSigmoid", "Softsign", "Tanhshrink", "GLU", "PReLU",
+           "Softmax", "Softmax2d", "Softmin", "LogSoftmax"]
 
 
 class ReLU(Module):
@@ -90,6 +91,36 @@ class Hardswish(_Inplace):  # torch prints no options
 class Hardsigmoid(_Inplace):
     def forward(self, input):
         return F.hardsigmoid(input, self.inplace)
+
+
+class Threshold(_Inplace):
+    def __init__(self, threshold, value, inplace=False):
+        super().__init__(inplace)
+        self.threshold = threshold
+        self.value = value
+
+    def forward(self, input):
+        return F.threshold(input, self.threshold, self.value, self.inplace)
+
+    def extra_repr(self):
+        return f"threshold={self.threshold}, value={self.value}{self._inplace_repr()}"
+
+
+class Hardshrink(Module):
+    def __init__(self, lambd=0.5):
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input):
+        return F.hardshrink(input, self.lambd)
+
+    def extra_repr(self):
+        return f"{self.lambd}"
+
+
+class Softshrink(Hardshrink):
+    def forward(self, input):
+        return F.softshrink(input, self.lambd)
 
 
 class Hardtanh(_Inplace):
@@ -197,6 +228,16 @@ class ELU(_Inplace):
         return f"alpha={self.alpha}{self._inplace_repr()}"
 
 
+class SELU(SiLU):
+    def forward(self, input):
+        return F.selu(input, self.inplace)
+
+
+class CELU(ELU):
+    def forward(self, input):
+        return F.celu(input, self.alpha, self.inplace)
+
+
 class Softmax(Module):
     """softmax along `dim` (None: torch's legacy choice, with its deprecation warning).
 
@@ -220,6 +261,16 @@ class Softmax(Module):
 class Softmin(Softmax):
     def forward(self, input):
         return F.softmin(input, self.dim, _stacklevel=5)
+
+
+class Softmax2d(Module):
+    """softmax over the channels (dim -3) of (N, C, H, W) or (C, H, W) inputs."""
+
+    def forward(self, input):
+        if input.ndim not in (3, 4):
+            raise AssertionError(f"Softmax2d: expected input to be 3D or 4D, got {input.ndim}D "
+                                 "instead")
+        return F.softmax(input, -3, _stacklevel=5)
 
 
 class LogSoftmax(Softmax):

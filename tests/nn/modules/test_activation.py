@@ -18,12 +18,15 @@ MAKERS = [
     lambda n: n.Softplus(beta=2.0), lambda n: n.Hardtanh(), lambda n: n.Hardtanh(-0.3, 0.6),
     lambda n: n.ReLU6(), lambda n: n.Hardswish(), lambda n: n.Hardsigmoid(), lambda n: n.Mish(),
     lambda n: n.LogSigmoid(), lambda n: n.Softsign(), lambda n: n.Tanhshrink(),
-    lambda n: n.GLU(), lambda n: n.GLU(0), lambda n: n.Softmin(1),
+    lambda n: n.GLU(), lambda n: n.GLU(0), lambda n: n.Softmin(1), lambda n: n.SELU(),
+    lambda n: n.CELU(), lambda n: n.CELU(0.7), lambda n: n.Threshold(0.2, -3.0),
+    lambda n: n.Hardshrink(), lambda n: n.Softshrink(0.3), lambda n: n.Softmax2d(),
 ]
 IDS = ["silu", "leaky", "leaky0.2", "elu", "elu0.5", "softmax1", "softmax-1", "logsoftmax1",
        "logsoftmax0", "gelu", "tanh", "sigmoid", "relu", "softplus", "hardtanh", "hardtanh2",
        "relu6", "hardswish", "hardsigmoid", "mish", "logsigmoid", "softsign", "tanhshrink", "glu",
-       "glu0", "softmin"]
+       "glu0", "softmin", "selu", "celu", "celu0.7", "threshold", "hardshrink", "softshrink",
+       "softmax2d"]
 
 
 def test_prelu_per_channel_matches_torch():
@@ -45,14 +48,15 @@ def test_prelu_per_channel_matches_torch():
 
 @pytest.mark.parametrize("make", MAKERS, ids=IDS)
 def test_values_gradients_and_repr_match_torch(make):
-    helpers.check_torch(make(nn), make(torch.nn), [(4, 6)], dtype="float64", seed=IDS)
+    helpers.check_torch(make(nn), make(torch.nn), [(2, 4, 6)], dtype="float64", seed=IDS)
     assert repr(make(nn)) == repr(make(torch.nn))
 
 
 @pytest.mark.parametrize("name, kwargs", [
     ("SiLU", {}), ("LeakyReLU", dict(negative_slope=0.3)), ("ELU", dict(alpha=2.0)), ("ReLU", {}),
     ("Hardtanh", dict(min_val=-0.5)), ("ReLU6", {}), ("Hardswish", {}), ("Hardsigmoid", {}),
-    ("Mish", {})])
+    ("Mish", {}), ("SELU", {}), ("CELU", dict(alpha=0.5)),
+    ("Threshold", dict(threshold=0.1, value=-2.0))])
 def test_inplace_forms_match_torch(name, kwargs):
     x = np.random.default_rng(1).standard_normal((3, 4))
     outs = []
