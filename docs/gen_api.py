@@ -36,6 +36,7 @@ MODULES = [
     ("jitgrad.nn", None),
     ("jitgrad.nn.functional", None),
     ("jitgrad.nn.init", None),
+    ("jitgrad.nn.utils", None),
     ("jitgrad.ops", None),
     ("jitgrad.optim", None),
     ("jitgrad.distributed", None),

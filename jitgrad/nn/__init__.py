@@ -1,11 +1,26 @@
 """Neural-network building blocks: `Module` and layers, losses as modules,
-`Parameter`, `init` and `functional`."""
-from . import functional, init
-from .modules import (GELU, CrossEntropyLoss, Dropout, Identity, LayerNorm, Linear, Module,
-                      MSELoss, NLLLoss, ReLU, Sequential, Sigmoid, Softplus, Tanh)
+`Parameter`, `init`, `functional` and `utils` (gradient clipping, parameters as one vector)."""
+from . import functional, init, utils
+from .modules import (
+    BCELoss, BCEWithLogitsLoss, BatchNorm1d, BatchNorm2d, BatchNorm3d, CELU, CosineEmbeddingLoss,
+    CosineSimilarity, CrossEntropyLoss, Dropout, Dropout1d, Dropout2d, Dropout3d, ELU, Embedding,
+    Flatten, GELU, GLU, GroupNorm, Hardshrink, Hardsigmoid, Hardswish, Hardtanh, HuberLoss,
+    Identity, KLDivLoss, L1Loss, LayerNorm, LeakyReLU, Linear, LogSigmoid, LogSoftmax, MSELoss,
+    MarginRankingLoss, Mish, Module, ModuleDict, ModuleList, MultiheadAttention, NLLLoss, PReLU,
+    PairwiseDistance, ParameterDict, ParameterList, ReLU, ReLU6, SELU, Sequential, SiLU, Sigmoid,
+    SmoothL1Loss, Softmax, Softmax2d, Softmin, Softplus, Softshrink, Softsign, Tanh, Tanhshrink,
+    Threshold, TripletMarginLoss, Unflatten)
 from .parameter import Parameter
 from . import parallel
 
-__all__ = ["functional", "init", "parallel", "Parameter", "Module", "Sequential", "Identity", "Linear",
-           "LayerNorm", "Dropout", "ReLU", "Tanh", "Sigmoid", "GELU", "Softplus", "MSELoss",
-           "CrossEntropyLoss", "NLLLoss"]
+__all__ = ["functional", "init", "utils", "parallel", "Parameter", "Module", "Linear", "Identity", "Flatten",
+           "Unflatten", "Embedding", "MultiheadAttention", "Sequential", "ModuleList",
+           "ModuleDict", "ParameterList", "ParameterDict", "ReLU", "Tanh", "Sigmoid", "GELU",
+           "Softplus", "SiLU", "LeakyReLU", "ELU", "SELU", "CELU", "Threshold", "Hardshrink",
+           "Softshrink", "Hardtanh", "ReLU6", "Hardswish", "Hardsigmoid", "Mish", "LogSigmoid",
+           "Softsign", "Tanhshrink", "GLU", "PReLU", "Softmax", "Softmax2d", "Softmin",
+           "LogSoftmax", "LayerNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
+           "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "MSELoss", "L1Loss", "SmoothL1Loss",
+           "HuberLoss", "BCELoss", "BCEWithLogitsLoss", "KLDivLoss", "NLLLoss", "CrossEntropyLoss",
+           "MarginRankingLoss", "TripletMarginLoss", "CosineEmbeddingLoss", "CosineSimilarity",
+           "PairwiseDistance"]

@@ -61,6 +61,72 @@ _gelu_tanh = _ew("gelu_tanh",
                    " * tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))"
                    " * 0.7978845608028654 * (1 + 0.134145 * x * x)",
                  node_names={(True,): "GeluBackward0"})
+# torch's forms: silu = x / (1 + exp(-x)) (nan at -inf, as torch); the slopes of elu and
+# leaky_relu test `x > 0` as torch's kernels do, so that nan takes the same branch. leaky_relu's
+# slope is a function of x with derivative 0 (`0 * sign(x)`), as torch's, so that a gradient
+# penalty differentiates through it (see relu).
+_silu = _ew("silu", out="x / (1 + exp(-x))",
+            x="1 / (1 + exp(-x)) * (1 + x * (1 - 1 / (1 + exp(-x))))")
+_elu = _ew("elu", args=("x", "alpha"), out="where(x <= 0, alpha * expm1(x), x)",
+           x="where(x > 0, 1, alpha * exp(x))", scalars={"alpha": 1.5}, scalar_params=("alpha",))
+_leaky_relu = _ew("leaky_relu", args=("x", "slope"), out="where(x > 0, x, x * slope)",
+                  x="where(x > 0, 1, slope) + 0 * sign(x)", scalars={"slope": 0.2},
+                  scalar_params=("slope",))
+# The piecewise activations test their kinks as torch's vectorized kernels do: hardtanh's
+# slope is 0 at either bound and at nan, hardswish's 0 at -3 and nan at nan, hardsigmoid's
+# 0 at nan; hardtanh's slope is a function of x with derivative 0 (`0 * sign(x)`, see
+# leaky_relu). hardsigmoid's slope is torch's 1/6 rounded to float32, in float64 too.
+_hardtanh = _ew("hardtanh", ("x", "lo", "hi"), out="where(x < lo, lo, where(x > hi, hi, x))",
+                x="where(x > lo, where(x < hi, 1, 0), 0) + 0 * sign(x)",
+                scalars={"lo": -1, "hi": 1}, scalar_params=("lo", "hi"), floating=False)
+_hardswish = _ew("hardswish", out="x * where(x + 3 < 0, 0, where(x + 3 > 6, 6, x + 3)) / 6",
+                 x="where(x >= 3, 1, where(x <= -3, 0, x / 3 + 0.5))", domain=(-4.0, 4.0))
+_hardsigmoid = _ew("hardsigmoid", out="where(x + 3 < 0, 0, where(x + 3 > 6, 6, x + 3)) / 6",
+                   x="where(x > -3, where(x < 3, 0.1666666716337204, 0), 0)", domain=(-4.0, 4.0))
+# selu, celu, threshold, hardshrink, softshrink: torch's branches; their slopes at nan are
+# those of torch's vectorized kernels (selu and celu nan, threshold 1, the shrinks 0), and
+# the constant slopes carry `0 * sign(x)` so that a gradient penalty differentiates them.
+_selu = _ew("selu", out="where(x <= 0, 1.7580993408473766 * expm1(x), 1.0507009873554805 * x)",
+            x="where(x > 0, 1.0507009873554805, 1.7580993408473766 * exp(x))",
+            node_names={(True,): "EluBackward0"})
+_celu = _ew("celu", ("x", "alpha"), out="where(x <= 0, alpha * expm1(x / alpha), x)",
+            x="where(x > 0, 1, exp(x / alpha))", scalars={"alpha": 1.5},
+            scalar_params=("alpha",))
+_threshold = _ew("threshold", ("x", "th", "value"), out="where(x <= th, value, x)",
+                 x="where(x <= th, 0, 1) + 0 * sign(x)", scalars={"th": 0, "value": -1},
+                 scalar_params=("th", "value"), floating=False)
+_hardshrink = _ew("hardshrink", ("x", "lambd"), out="where(abs(x) <= lambd, 0, x)",
+                  x="where(abs(x) > lambd, 1, 0) + 0 * sign(x)", scalars={"lambd": 0.5},
+                  scalar_params=("lambd",))
+_softshrink = _ew("softshrink", ("x", "lambd"),
+                  out="where(x > lambd, x - lambd, where(x < -lambd, x + lambd, where(x != x, x, 0)))",
+                  x="where(abs(x) > lambd, 1, 0) + 0 * sign(x)", scalars={"lambd": 0.5},
+                  scalar_params=("lambd",))
+# log_sigmoid = min(x, 0) - log1p(exp(-|x|)): no overflow on either side (torch's form).
+_log_sigmoid = _ew("log_sigmoid", out="where(x < 0, x, 0) - log1p(exp(-abs(x)))",
+                   x="where(x < 0, 1 - exp(-abs(x)) / (1 + exp(-abs(x))),"
+                     " exp(-abs(x)) / (1 + exp(-abs(x))))")
+_mish = _ew("mish", out="x * tanh(log1p(exp(x)))",
+            x="tanh(log1p(exp(x))) + x / (1 + exp(-x))"
+              " * (1 - tanh(log1p(exp(x))) * tanh(log1p(exp(x))))")
+# torch.xlogy: 0 where x is 0 (unless y is nan); its slopes are torch's: log(y) (0 where
+# x == 0 and y <= 0) and x / y, so xlogy(t, t) has slope log(t) + 1 even at a subnormal t.
+_xlogy = _ew("xlogy", _XY, out="where(y != y, y, where(x == 0, 0, x * log(y)))",
+             x="where(x == 0, where(y <= 0, 0, log(y)), log(y))", y="x / y", domain=(0.1, 3.0))
+# Pointwise losses, unreduced, with torch's branches (its slopes test `<= -beta` / `>= beta`
+# on the signed difference, so nan falls into the quadratic zone and stays nan).
+_smooth_l1_loss = _ew(
+    "smooth_l1_loss", ("x", "y", "beta"),
+    out="where(abs(x - y) < beta, 0.5 * (x - y) * (x - y) / beta, abs(x - y) - 0.5 * beta)",
+    x="where(x - y <= -beta, -1, where(x - y >= beta, 1, (x - y) / beta))",
+    y="where(y - x <= -beta, -1, where(y - x >= beta, 1, (y - x) / beta))",
+    scalars={"beta": 0.5}, scalar_params=("beta",))
+_huber_loss = _ew(
+    "huber_loss", ("x", "y", "delta"),
+    out="where(abs(x - y) < delta, 0.5 * (x - y) * (x - y), delta * (abs(x - y) - 0.5 * delta))",
+    x="where(x - y <= -delta, -delta, where(x - y >= delta, delta, x - y))",
+    y="where(y - x <= -delta, -delta, where(y - x >= delta, delta, y - x))",
+    scalars={"delta": 0.5}, scalar_params=("delta",))
 
 # ---- unary, dtype-preserving ------------------------------------------------------
 neg = _op_("neg", out="-x", x="-1", floating=False)

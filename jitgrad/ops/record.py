@@ -31,7 +31,7 @@ class FunctionNode(Node):
         return self._bwd(self, *grads)
 
     def saved(self):
-        return tuple(s.unpack(self) for s in self._saved)
+        return tuple(s.unpack(self) if s is not None else None for s in self._saved)
 
     def _saved_tensors(self):
         return [s for s in self._saved if s is not None]

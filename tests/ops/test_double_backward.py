@@ -13,11 +13,15 @@ import helpers
 from registry_cases import (DIFFERENTIABLE, INPLACE_KERNELS, function_samples, op_sample,
                             torch_function)
 
-# torch's layer_norm is one node whose backward reads the input for every output,
+# torch's layer_norm and batch_norm are one node whose backward reads the input for every output,
 # the bias gradient included; jitgrad's is a composition, where d loss / d bias is
 # a plain sum of the incoming gradient and does not depend on the input.
-KNOWN_GAPS = {("nn.functional.layer_norm", 0): "bias gradient does not require grad under "
-                                                "create_graph=True (torch: it does)"}
+_BIAS_GAP = "bias gradient does not require grad under create_graph=True (torch: it does)"
+KNOWN_GAPS = {("nn.functional.layer_norm", 0): _BIAS_GAP,
+              ("nn.functional.batch_norm", 0): _BIAS_GAP,
+              ("nn.functional.batch_norm", 2): _BIAS_GAP,
+              ("hardsigmoid",): "torch has no second derivative of hardsigmoid (it raises); "
+                                "jitgrad's is 0"}
 
 
 def _elementwise(name):
@@ -29,7 +33,9 @@ def _function(name, i):
     return FUNCTIONS[name][0], torch_function(name), FUNCTIONS[name][1][i]
 
 
-CASES = ([pytest.param(_elementwise, (n,), id=n)
+CASES = ([pytest.param(_elementwise, (n,), id=n,
+                       marks=[pytest.mark.xfail(reason=KNOWN_GAPS[(n,)], strict=True)]
+                       if (n,) in KNOWN_GAPS else [])
           for n in DIFFERENTIABLE if n not in INPLACE_KERNELS]
          + [pytest.param(_function, p.values, id=p.id,
                          marks=[pytest.mark.xfail(reason=KNOWN_GAPS[p.values], strict=True)]

@@ -97,6 +97,40 @@ EXCEPTIONS = {
         "two libraries round the mean differently; a row whose squares overflow: torch nan, "
         "jitgrad rescales it and returns the finite result",
         lambda v, where: where == "all" or np.abs(v) > np.sqrt(_fi(v).max)),
+    "softshrink": ("-0.0: torch's scalar tail loop returns -0.0, its vector loop (and "
+                   "jitgrad) +0.0", lambda x, lambd: (x == 0) & np.signbit(x)),
+    "nn.functional.batch_norm": (
+        "as layer_norm: a constant channel (torch normalizes the rounding error of its mean) "
+        "and values whose squares overflow (torch nan, jitgrad rescales)",
+        lambda v, where: where == "all" or np.abs(v) > np.sqrt(_fi(v).max)),
+    "nn.functional.binary_cross_entropy": (
+        "torch raises for inputs and targets outside [0, 1], and so does jitgrad (tests/nn)",
+        lambda v, where: not 0 <= v <= 1),
+    "nn.functional.binary_cross_entropy_with_logits": (
+        "a target at the float limit: torch overflows (1 - t) * x and the incoming gradient "
+        "times the slope before dividing by the element count, jitgrad stays finite",
+        lambda v, where: np.abs(v) == _fi(v).max),
+    "nn.functional.kl_div": (
+        "a subnormal target or one near the float limit: torch's slope of xlogy(t, t) in its "
+        "second t is (g * t) / t, where g * t underflows to 0 or overflows to inf; jitgrad's "
+        "is g * (t / t) = g, the true value",
+        lambda v, where: (0 < np.abs(v) < _fi(v).tiny) | (np.abs(v) > _fi(v).max / 2)),
+    "nn.functional.group_norm": (
+        "as layer_norm and batch_norm", lambda v, where: where == "all" or
+        np.abs(v) > np.sqrt(_fi(v).max)),
+    "nn.functional.glu": (
+        "as sigmoid (torch's is 0 where e**x is subnormal), and the float limit, where torch's "
+        "slope of the gate is 0 and jitgrad's product a * slope overflows first (nan)",
+        lambda v, where: (v < -math.log(_fi(v).max)) | (np.abs(v) == _fi(v).max)),
+    "nn.functional.softsign": (
+        "beyond sqrt(max) the quotient rule's two terms cancel: torch keeps their rounding "
+        "noise (1e-170), jitgrad 0; the true slope is below the normal range",
+        lambda v, where: np.abs(v) > np.sqrt(_fi(v).max) / 2),
+    "nn.functional.scaled_dot_product_attention": (
+        "a constant key: every score of a row is equal, the query's exact gradient is 0, and "
+        "both libraries return rounding noise of their own; a row whose only scores are "
+        "infinite: torch's fused kernel returns 0, jitgrad NaN (as torch's reference math)",
+        lambda v, where: where == "all" or not np.isfinite(v)),
     "prod": ("a subnormal factor: torch's result / input loses the gradient (1.0 for "
              "a true 0.58), jitgrad multiplies the other factors",
              lambda v, where: 0 < np.abs(v) < _fi(v).tiny),

@@ -28,13 +28,31 @@ format holds it. The two-line recipe:
 >>> model.load_state_dict({k: jitgrad.from_numpy(v) for k, v in np.load(path).items()})
 <All keys matched successfully>
 """
-from .activation import GELU, ReLU, Sigmoid, Softplus, Tanh
-from .container import Sequential
-from .dropout import Dropout
+from .activation import (CELU, ELU, GELU, GLU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh,
+                         LeakyReLU, LogSigmoid, LogSoftmax, Mish, PReLU, ReLU, ReLU6, SELU,
+                         Sigmoid, SiLU, Softmax, Softmax2d, Softmin, Softplus, Softshrink,
+                         Softsign, Tanh, Tanhshrink, Threshold)
+from .attention import MultiheadAttention
+from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
+from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
+from .distance import CosineSimilarity, PairwiseDistance
+from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
+from .flatten import Flatten, Unflatten
 from .linear import Identity, Linear
-from .loss import CrossEntropyLoss, MSELoss, NLLLoss
+from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropyLoss, HuberLoss,
+                   KLDivLoss, L1Loss, MarginRankingLoss, MSELoss, NLLLoss, SmoothL1Loss,
+                   TripletMarginLoss)
 from .module import Module
-from .normalization import LayerNorm
+from .normalization import GroupNorm, LayerNorm
+from .sparse import Embedding
 
-__all__ = ["Module", "Linear", "Sequential", "Identity", "ReLU", "Tanh", "Sigmoid", "GELU",
-           "Softplus", "LayerNorm", "Dropout", "MSELoss", "CrossEntropyLoss", "NLLLoss"]
+__all__ = ["Module", "Linear", "Identity", "Flatten", "Unflatten", "Embedding",
+           "MultiheadAttention", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
+           "ParameterDict", "ReLU", "Tanh", "Sigmoid", "GELU", "Softplus", "SiLU", "LeakyReLU",
+           "ELU", "SELU", "CELU", "Threshold", "Hardshrink", "Softshrink", "Hardtanh", "ReLU6",
+           "Hardswish", "Hardsigmoid", "Mish", "LogSigmoid", "Softsign", "Tanhshrink", "GLU",
+           "PReLU", "Softmax", "Softmax2d", "Softmin", "LogSoftmax", "LayerNorm", "GroupNorm",
+           "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Dropout", "Dropout1d", "Dropout2d",
+           "Dropout3d", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss",
+           "BCEWithLogitsLoss", "KLDivLoss", "NLLLoss", "CrossEntropyLoss", "MarginRankingLoss",
+           "TripletMarginLoss", "CosineEmbeddingLoss", "CosineSimilarity", "PairwiseDistance"]

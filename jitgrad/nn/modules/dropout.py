@@ -1,8 +1,8 @@
-"""`Dropout`."""
+"""`Dropout`, and `Dropout1d`/`Dropout2d`/`Dropout3d`, which zero whole channels."""
 from .. import functional as F
 from .module import Module
 
-__all__ = ["Dropout"]
+__all__ = ["Dropout", "Dropout1d", "Dropout2d", "Dropout3d"]
 
 
 class Dropout(Module):
@@ -21,3 +21,31 @@ class Dropout(Module):
 
     def extra_repr(self):
         return f"p={self.p}, inplace={self.inplace}"
+
+
+class Dropout1d(Dropout):
+    """Zero whole channels of (N, C, L) or (C, L) inputs with probability p."""
+
+    def forward(self, input):
+        return F.dropout1d(input, self.p, self.training, self.inplace)
+
+
+class Dropout2d(Dropout):
+    """Zero whole channels of (N, C, H, W) inputs with probability p.
+
+    >>> import jitgrad
+    >>> from jitgrad import nn
+    >>> out = nn.Dropout2d(0.5)(jitgrad.ones(2, 8, 3, 3))
+    >>> sorted(set(out.sum((2, 3)).flatten().tolist())) in ([0.0, 18.0], [18.0], [0.0])
+    True
+    """
+
+    def forward(self, input):
+        return F.dropout2d(input, self.p, self.training, self.inplace)
+
+
+class Dropout3d(Dropout):
+    """Zero whole channels of (N, C, D, H, W) or (C, D, H, W) inputs with probability p."""
+
+    def forward(self, input):
+        return F.dropout3d(input, self.p, self.training, self.inplace)

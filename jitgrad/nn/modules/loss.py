@@ -1,27 +1,18 @@
-"""Losses as modules: `MSELoss`, `NLLLoss`, `CrossEntropyLoss`."""
-import warnings
-
+"""Losses as modules: `MSELoss`, `L1Loss`, `SmoothL1Loss`, `HuberLoss`, `BCELoss`,
+`BCEWithLogitsLoss`, `KLDivLoss`, `NLLLoss`, `CrossEntropyLoss`. Each holds its options
+and calls the function of the same name in `jitgrad.nn.functional`."""
 from .. import functional as F
 from .module import Module
 
-__all__ = ["MSELoss", "NLLLoss", "CrossEntropyLoss"]
-
-
-def _legacy_reduction(size_average, reduce, reduction):
-    if size_average is None and reduce is None:
-        return reduction
-    size_average = True if size_average is None else size_average
-    reduce = True if reduce is None else reduce
-    out = "mean" if size_average and reduce else "sum" if reduce else "none"
-    warnings.warn("size_average and reduce args will be deprecated, please use "
-                  f"reduction='{out}' instead.", stacklevel=3)
-    return out
+__all__ = ["MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss", "BCEWithLogitsLoss",
+           "KLDivLoss", "NLLLoss", "CrossEntropyLoss", "MarginRankingLoss", "TripletMarginLoss",
+           "CosineEmbeddingLoss"]
 
 
 class _Loss(Module):
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
-        self.reduction = _legacy_reduction(size_average, reduce, reduction)
+        self.reduction = F._legacy_reduction(size_average, reduce, reduction, stacklevel=4)
 
 
 class _WeightedLoss(_Loss):
@@ -33,6 +24,65 @@ class _WeightedLoss(_Loss):
 class MSELoss(_Loss):
     def forward(self, input, target):
         return F.mse_loss(input, target, reduction=self.reduction)
+
+
+class L1Loss(_Loss):
+    def forward(self, input, target):
+        return F.l1_loss(input, target, reduction=self.reduction)
+
+
+class SmoothL1Loss(_Loss):
+    def __init__(self, size_average=None, reduce=None, reduction="mean", beta=1.0):
+        super().__init__(size_average, reduce, reduction)
+        self.beta = beta
+
+    def forward(self, input, target):
+        return F.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
+
+
+class HuberLoss(_Loss):
+    def __init__(self, reduction="mean", delta=1.0):
+        super().__init__(reduction=reduction)
+        self.delta = delta
+
+    def forward(self, input, target):
+        return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
+
+
+class KLDivLoss(_Loss):
+    def __init__(self, size_average=None, reduce=None, reduction="mean", log_target=False):
+        super().__init__(size_average, reduce, reduction)
+        self.log_target = log_target
+
+    def forward(self, input, target):
+        return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
+
+
+class BCELoss(_WeightedLoss):
+    def forward(self, input, target):
+        return F.binary_cross_entropy(input, target, weight=self.weight, reduction=self.reduction)
+
+
+class BCEWithLogitsLoss(_Loss):
+    """sigmoid + binary cross-entropy in one numerically stable step; `pos_weight` scales
+    the positive term (per class, broadcast over the batch).
+
+    >>> import jitgrad
+    >>> loss = jitgrad.nn.BCEWithLogitsLoss(pos_weight=jitgrad.tensor([2.0]))
+    >>> loss(jitgrad.zeros(3, 1), jitgrad.ones(3, 1))
+    tensor(1.3863)
+    """
+
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean",
+                 pos_weight=None):
+        super().__init__(size_average, reduce, reduction)
+        self.register_buffer("weight", weight)
+        self.register_buffer("pos_weight", pos_weight)
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy_with_logits(input, target, self.weight,
+                                                  pos_weight=self.pos_weight,
+                                                  reduction=self.reduction)
 
 
 class NLLLoss(_WeightedLoss):
@@ -64,3 +114,37 @@ class CrossEntropyLoss(_WeightedLoss):
     def forward(self, input, target):
         return F.cross_entropy(input, target, weight=self.weight, ignore_index=self.ignore_index,
                                reduction=self.reduction, label_smoothing=self.label_smoothing)
+
+
+class _MarginLoss(_Loss):
+    def __init__(self, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+
+class MarginRankingLoss(_MarginLoss):
+    def forward(self, input1, input2, target):
+        return F.margin_ranking_loss(input1, input2, target, margin=self.margin,
+                                     reduction=self.reduction)
+
+
+class CosineEmbeddingLoss(_MarginLoss):
+    def forward(self, input1, input2, target):
+        return F.cosine_embedding_loss(input1, input2, target, margin=self.margin,
+                                       reduction=self.reduction)
+
+
+class TripletMarginLoss(_MarginLoss):
+    def __init__(self, margin=1.0, p=2.0, eps=1e-6, swap=False, size_average=None, reduce=None,
+                 reduction="mean"):
+        super().__init__(margin, size_average, reduce, reduction)
+        if margin <= 0:
+            raise ValueError(f"TripletMarginLoss: expected margin to be greater than 0, got "
+                             f"{margin} instead")
+        self.p = p
+        self.eps = eps
+        self.swap = swap
+
+    def forward(self, anchor, positive, negative):
+        return F.triplet_margin_loss(anchor, positive, negative, margin=self.margin, p=self.p,
+                                     eps=self.eps, swap=self.swap, reduction=self.reduction)

@@ -425,6 +425,11 @@ class Module:
                              keep_vars=keep_vars)
         return destination
 
+    def _state_default(self, name):
+        """The value loaded for entry `name` when a state_dict lacks it (None: it is
+        missing); a layer whose state gained an entry overrides this for old checkpoints."""
+        return None
+
     def _local_state(self):
         persistent = ((k, v) for k, v in self._buffers.items()
                       if k not in self._non_persistent_buffers_set)
@@ -443,10 +448,10 @@ class Module:
             local = module._local_state()
             for name, t in local.items():
                 key = prefix + name
-                if key not in state_dict:
+                src = state_dict[key] if key in state_dict else module._state_default(name)
+                if src is None:
                     missing.append(key)
                     continue
-                src = state_dict[key]
                 if not isinstance(src, Tensor):
                     errors.append(f'While copying the parameter named "{key}", expected '
                                   "jitgrad.Tensor or Tensor-like object from checkpoint but "
@@ -553,5 +558,3 @@ def _zero_grad(p, set_to_none):
         g._data = np.zeros_like(g._data)
     g._vc[0] += 1
 
-
-# ---- containers -------------------------------------------------------------------------------
