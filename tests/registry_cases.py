@@ -92,6 +92,7 @@ TORCH_FUNCTIONS = {
     "unbind": lambda torch: lambda x, dim=0: torch.stack(torch.unbind(x, dim), dim),
     "max": lambda torch: _values(torch.max),
     "min": lambda torch: _values(torch.min),
+    "einsum": lambda torch: lambda *ts, eq: torch.einsum(eq, *ts),
 }
 
 

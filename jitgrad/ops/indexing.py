@@ -161,11 +161,10 @@ def _gather_backward(node, g):
     return (scatter_add_zeros(g, dim, index, shape),)
 
 
-@op("GatherBackward0", backward=_gather_backward, saves=("index",),
-    linear=lambda b, dim, shape, index: (b.dim(dim), b.index(index)), method=True, export=True,
-    samples=(Sample(Arg(3, 4), 1, Arg(3, 2, high=4, kind="int")),))
-def gather(x, dim, index):
-    idx = _check_index(index, "gather")
+def _checked_index(x, dim, index, who):
+    """(index array, wrapped dim) for gather/scatter: an integer index of x's
+    rank, no larger than x apart from `dim`, with indices in range there."""
+    idx = _check_index(index, who)
     d = wrap_dim(dim, x._data.ndim)
     if idx.ndim != x._data.ndim:
         raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
@@ -175,11 +174,125 @@ def gather(x, dim, index):
                                f"{list(idx.shape)} to be smaller than self {list(x._data.shape)} "
                                f"apart from dimension {d}")
     if idx.size and (idx.min() < -x._data.shape[d] or idx.max() >= x._data.shape[d]):
-        raise RuntimeError(f"index {int(idx.max())} is out of bounds for dimension {d} with size "
+        bad = int(idx.max() if idx.max() >= x._data.shape[d] else idx.min())
+        raise RuntimeError(f"index {bad} is out of bounds for dimension {d} with size "
                            f"{x._data.shape[d]}")
-    src = x._data[tuple(slice(0, s) if i != d else slice(None) for i, s in enumerate(idx.shape))]
+    return idx, d
+
+
+def _leading(arr, shape, d=None):
+    """arr's leading block of `shape` (all of dim `d`): where gather reads and
+    scatter writes."""
+    return arr[tuple(slice(None) if i == d else slice(0, s) for i, s in enumerate(shape))]
+
+
+@op("GatherBackward0", backward=_gather_backward, saves=("index",),
+    linear=lambda b, dim, shape, index: (b.dim(dim), b.index(index)), method=True, export=True,
+    samples=(Sample(Arg(3, 4), 1, Arg(3, 2, high=4, kind="int")),))
+def gather(x, dim, index):
+    idx, d = _checked_index(x, dim, index, "gather")
+    src = _leading(x._data, idx.shape, d)
     return gather.op.emit(Tensor(np.take_along_axis(src, idx, axis=d)), (x,),
                           (d, x._data.shape, index), (index,))
+
+
+def _scatter_key(idx, d):
+    grids = np.indices(idx.shape, sparse=True)
+    return tuple(idx if i == d else grids[i] for i in range(idx.ndim))
+
+
+def _scatter_source(x, src, idx, who):
+    if not isinstance(src, Tensor):
+        return None, src
+    if src._data.dtype != x._data.dtype:
+        raise RuntimeError(f"{who}(): Expected self.dtype to be equal to src.dtype (got "
+                           f"{x.dtype.name} and {src.dtype.name}); convert src with "
+                           ".to(self.dtype)")
+    if src._data.ndim != idx.ndim or any(a > b for a, b in zip(idx.shape, src._data.shape)):
+        raise RuntimeError(f"Expected index {list(idx.shape)} to be smaller than self "
+                           f"{list(x.shape)} apart from dimension and to be smaller size than src "
+                           f"{list(src.shape)}")
+    return src, _leading(src._data, idx.shape)
+
+
+def _src_grad(g, dim, index, src_shape):
+    """The gradient of scatter's src: g where each element went, zeros for the part
+    of src past the index's shape (torch fails there with a shape error)."""
+    part = gather(g, dim, index)
+    if part._data.shape == src_shape:
+        return part
+    return index_put_zeros(part, src_shape, tuple(slice(0, s) for s in part._data.shape))
+
+
+def _scatter_backward(node, g):
+    dim, src_shape, _ = node._attrs
+    (index,) = node.saved()
+    src_grad = _src_grad(g, dim, index, src_shape) if src_shape is not None else None
+    return scatter(g, dim, index, 0.0), src_grad
+
+
+def _scatter_jvp(b, out, inputs, attrs, tx, ts=None):
+    (x, src), (dim, _, index) = inputs, attrs
+    value = b.zeros(ts, src) if src is not None else 0.0
+    return scatter(b.zeros(tx, x), b.dim(dim), b.index(index), value)
+
+
+@op("ScatterBackward0", backward=_scatter_backward, jvp=_scatter_jvp, saves=("index",),
+    method=True, export=True, inplace=True,
+    samples=(Sample(Arg(3, 4), 0, Arg(1, 4, high=3, kind="int"), Arg(1, 4)),
+             Sample(Arg(3, 4), 1, Arg(2, 2, high=4, kind="int"), 2.5)))
+def scatter(x, dim, index, src=None, *, value=None):
+    """A copy of x with `src` (a tensor, or a number) written at `index` along
+    `dim`: out[i][index[i][j]] = src[i][j] for dim 1. Where an index repeats,
+    which write wins is unspecified (as in torch).
+
+    >>> import jitgrad
+    >>> jitgrad.zeros(2, 3).scatter(1, jitgrad.tensor([[2], [0]]), 1.0)
+    tensor([[0., 0., 1.],
+            [1., 0., 0.]])
+    """
+    idx, d = _checked_index(x, dim, index, "scatter")
+    if (src is None) == (value is None):
+        raise TypeError("scatter() received an invalid combination of arguments: give the values "
+                        "as src (a tensor or a number) or as value=, once")
+    src_t, values = _scatter_source(x, value if src is None else src, idx, "scatter")
+    arr = x._data.copy()
+    arr[_scatter_key(idx, d)] = values
+    src_shape = src_t._data.shape if src_t is not None else None
+    return scatter.op.emit(Tensor(arr), (x, src_t), (d, src_shape, index), (index,),
+                           node="ScatterBackward0" if src_t is not None else "ScatterBackward1")
+
+
+def _scatter_add_into_backward(node, g):
+    dim, src_shape, _ = node._attrs
+    (index,) = node.saved()
+    return g, _src_grad(g, dim, index, src_shape)
+
+
+def _scatter_add_jvp(b, out, inputs, attrs, tx, ts):
+    (x, src), (dim, _, index) = inputs, attrs
+    return scatter_add(b.zeros(tx, x), b.dim(dim), b.index(index), b.zeros(ts, src))
+
+
+@op("ScatterAddBackward0", backward=_scatter_add_into_backward, jvp=_scatter_add_jvp,
+    saves=("index",), method=True, export=True, inplace=True,
+    samples=(Sample(Arg(3, 4), 0, Arg(2, 4, high=3, kind="int"), Arg(2, 4)),
+             Sample(Arg(4, 3), 1, Arg(2, 2, high=3, kind="int"), Arg(2, 2))))
+def scatter_add(x, dim, index, src):
+    """A copy of x with `src` added at `index` along `dim` (repeated indices add up).
+
+    >>> import jitgrad
+    >>> jitgrad.zeros(3).scatter_add(0, jitgrad.tensor([0, 0, 2]), jitgrad.ones(3))
+    tensor([2., 0., 1.])
+    """
+    idx, d = _checked_index(x, dim, index, "scatter_add")
+    if not isinstance(src, Tensor):
+        raise TypeError(f"scatter_add(): argument 'src' (position 3) must be Tensor, not "
+                        f"{type(src).__name__}")
+    src, values = _scatter_source(x, src, idx, "scatter_add")
+    arr = x._data.copy()
+    backend.of(arr).scatter_add(arr, d, idx, np.ascontiguousarray(values))
+    return scatter_add.op.emit(Tensor(arr), (x, src), (d, src._data.shape, index), (index,))
 
 
 def _scatter_add_backward(node, g):

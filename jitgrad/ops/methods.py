@@ -7,7 +7,7 @@ from .. import dtypes as _dt
 from ..tensor import Tensor, asarray, check_device, device as _device
 from . import formulas as E
 from . import inplace as I
-from . import convert, indexing, join, linalg, nn, reduce, views
+from . import compare, convert, einsum, indexing, join, linalg, nn, rearrange, reduce, sorting, views
 from .registry import API_BUILT, OPS, REGISTRY
 
 # ---- functions with torch's extra arguments -----------------------------------------------
@@ -70,16 +70,6 @@ bitwise_or = _logical(np.bitwise_or, "bitwise_or")
 bitwise_xor = _logical(np.bitwise_xor, "bitwise_xor")
 bitwise_not = _logical(np.invert, "bitwise_not")
 logical_not = _logical(np.logical_not, "logical_not")
-
-
-def all_(x, dim=None, keepdim=False):
-    """True where every element (along dim) is nonzero; not differentiable."""
-    return Tensor(asarray(np.all(x._data, axis=dim, keepdims=keepdim)))
-
-
-def any_(x, dim=None, keepdim=False):
-    """True where some element (along dim) is nonzero; not differentiable."""
-    return Tensor(asarray(np.any(x._data, axis=dim, keepdims=keepdim)))
 
 
 def to(x, *args, **kwargs):
@@ -172,7 +162,7 @@ def _inplace_method(op):
 
 
 # The modules whose declarations (registry.OPS) the tables below read; imported for that.
-_DECLARING = (indexing, join, linalg, nn, reduce)
+_DECLARING = (compare, einsum, indexing, join, linalg, nn, rearrange, reduce, sorting)
 
 
 def _inplace_op_method(fn):
@@ -195,7 +185,7 @@ def _method_table():
              divide=E.div, true_divide=E.div, subtract=sub, greater=E.gt, less=E.lt,
              where=lambda x, condition, y: E.where(condition, x, y), to=to,
              bitwise_and=bitwise_and, bitwise_or=bitwise_or, bitwise_xor=bitwise_xor,
-             bitwise_not=bitwise_not, logical_not=logical_not, all=all_, any=any_)
+             bitwise_not=bitwise_not, logical_not=logical_not)
     m.update(add_=add_, sub_=sub_, pow_=lambda x, e: I.inplace_elementwise(E.pow.op, x, e),
              clamp_=clamp_, clip_=clamp_, fill_=fill_, zero_=zero_, copy_=copy_,
              masked_fill_=masked_fill_)

@@ -141,8 +141,9 @@ def _amax_jvp(b, out, inputs, attrs, tx):
     return sum(tx * mask, b.dims(axes), keepdim) / sum(mask, axes, keepdim)
 
 
-def _take(b, out, inputs, attrs, tx):
-    """The tangent's elements at the max/min indices along dim."""
+def take_at_indices(b, out, inputs, attrs, tx):
+    """The tangent's elements at the indices along dim (max/min, sort, topk; attrs
+    are (dim, _, keepdim, indices))."""
     dim, _, keepdim, indices = attrs
     idx = indices if keepdim else unsqueeze(indices, dim)
     r = gather(tx, b.dim(dim), b.index(idx))
@@ -189,7 +190,9 @@ def amin(x, dim=(), keepdim=False):
     return _extreme(x, None if dim == () else dim, keepdim, np.min, "amin")
 
 
-def _max_dim_backward(node, g, _g_indices=None):
+def scatter_to_indices(node, g, _g_indices=None):
+    """The gradient put back where the indices along dim took the values (max/min,
+    sort, topk; attrs are (dim, input shape, keepdim, _), the indices saved)."""
     dim, shape, keepdim, _ = node._attrs
     (idx,) = node.saved()
     if not keepdim:
@@ -198,7 +201,7 @@ def _max_dim_backward(node, g, _g_indices=None):
     return (scatter_add_zeros(g, dim, idx, shape),)
 
 
-@op("MaxBackward0", backward=_max_dim_backward, jvp=_take, saves=("indices",))
+@op("MaxBackward0", backward=scatter_to_indices, jvp=take_at_indices, saves=("indices",))
 def _max_min(x, dim, keepdim, name, arg_fn, full_fn):
     if dim is None:
         return _extreme(x, None, False, full_fn, name)
