@@ -93,6 +93,8 @@ TORCH_FUNCTIONS = {
     "max": lambda torch: _values(torch.max),
     "min": lambda torch: _values(torch.min),
     "einsum": lambda torch: lambda *ts, eq: torch.einsum(eq, *ts),
+    "sort": lambda torch: lambda *a, **k: torch.sort(*a, **k).values,
+    "topk": lambda torch: lambda *a, **k: torch.topk(*a, **k).values,
 }
 
 

@@ -40,7 +40,7 @@ def _sorted(x, dim, descending, k, node, result):
 
 
 @op("SortBackward0", backward=scatter_to_indices, jvp=take_at_indices, saves=("indices",),
-    method=True, export=True,
+    method=True, export=True, test=lambda *a, **k: sort(*a, **k).values,
     samples=(Sample(Arg(3, 4)), Sample(Arg(3, 4), 0, descending=True), Sample(Arg(5))))
 def sort(x, dim=-1, descending=False, stable=False):
     """Sorted values along `dim` and their indices, as `(values, indices)`. The
@@ -67,7 +67,7 @@ def argsort(x, dim=-1, descending=False, stable=False):
     return Tensor(ascontiguous(_order(d, wrap_dim(dim, d.ndim), descending)).astype(np.int64))
 
 
-@op(method=True, export=True,
+@op(method=True, export=True, test=lambda *a, **k: topk(*a, **k).values,
     samples=(Sample(Arg(3, 5), 2), Sample(Arg(4, 3), 3, 0, largest=False)))
 def topk(x, k, dim=-1, largest=True, sorted=True):
     """The `k` largest (or smallest) values along `dim` and their indices, in

@@ -97,6 +97,12 @@ EXCEPTIONS = {
         "two libraries round the mean differently; a row whose squares overflow: torch nan, "
         "jitgrad rescales it and returns the finite result",
         lambda v, where: where == "all" or np.abs(v) > np.sqrt(_fi(v).max)),
+    "topk": ("a constant input: equal values keep their index order in jitgrad (a stable "
+             "sort); torch's topk picks its own among ties, so the gradient lands on other "
+             "indices (docs/torch-coverage.md)", lambda v, where: where == "all"),
+    "einsum": ("products at the float limits summed in another order (jitgrad contracts "
+               "pairwise with matmul): one order overflows where the other does not",
+               lambda v, where: np.abs(v) > np.sqrt(_fi(v).max)),
     "prod": ("a subnormal factor: torch's result / input loses the gradient (1.0 for "
              "a true 0.58), jitgrad multiplies the other factors",
              lambda v, where: 0 < np.abs(v) < _fi(v).tiny),
