@@ -30,6 +30,18 @@ from .compiler import compile
 from .autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
                                  is_inference_mode_enabled, no_grad, set_grad_enabled)
 
+# torch's tensor API around the ops: default device, legacy tensor types
+from .ops.creation import get_default_device, randint_like, set_default_device
+from .ops.legacy import BoolTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor, LongTensor
+
+
+def is_floating_point(x):
+    return x.is_floating_point()
+
+
+def is_complex(x):
+    return x.is_complex()
+
 # The registry's public ops (formula entries and declared ops with export flags), and
 # torch's aliases.
 _attach_methods()  # Tensor methods and operators, from the op tables
@@ -67,4 +79,8 @@ __all__ = [
     "negative", "absolute", "multiply", "divide", "subtract", "compile", "compiler"
 ]
 __all__ += _exported_functions()
+# torch's tensor API around the ops (the block above)
+__all__ += ["get_default_device", "randint_like", "set_default_device", "BoolTensor", "DoubleTensor",
+            "FloatTensor", "HalfTensor", "IntTensor", "LongTensor", "is_floating_point",
+            "is_complex"]
 __all__.sort(key=lambda n: (n.lower(), n))

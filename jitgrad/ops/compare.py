@@ -4,6 +4,7 @@ import numpy as np
 
 from ..errors import size_mismatch
 from ..tensor import Tensor, asarray
+from .legacy import TYPE_NAMES
 from .reduce import _axes
 from .registry import op
 
@@ -35,14 +36,18 @@ def any_(x, dim=None, keepdim=False):
     return _reduce_bool(np.any, x, dim, keepdim)
 
 
+def _scalar_type(x):
+    """torch's name of x's dtype in messages: Float, Long, ..."""
+    return TYPE_NAMES[x.dtype][:-len("Tensor")]
+
+
 def _closeness_operands(x, other, rtol, atol, who):
     if not isinstance(other, Tensor):
         raise TypeError(f"{who}(): argument 'other' (position 2) must be Tensor, not "
                         f"{type(other).__name__}")
     if x._data.dtype != other._data.dtype:
-        raise RuntimeError(f"{x.dtype.name.capitalize()} did not match "
-                           f"{other.dtype.name.capitalize()}: {who}() compares tensors of one "
-                           f"dtype; convert one with .to(other.dtype)")
+        raise RuntimeError(f"{_scalar_type(x)} did not match {_scalar_type(other)}: {who}() "
+                           f"compares tensors of one dtype; convert one with .to(other.dtype)")
     for name, v in (("rtol", rtol), ("atol", atol)):
         if v < 0:
             raise RuntimeError(f"{name} must be greater than or equal to zero, but got {v}")

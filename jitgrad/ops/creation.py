@@ -3,8 +3,10 @@ import numpy as np
 
 from .. import backend
 from .. import dtypes as _dt
+from ..errors import size_mismatch
 from .._trace import traced
-from ..tensor import Tensor, check_device, on_device
+from ..tensor import CPU, Tensor, check_device, on_device
+from .registry import op
 
 
 class _Generator:
@@ -12,6 +14,34 @@ class _Generator:
 
 
 _gen = _Generator()
+
+
+class _DefaultDevice:
+    device = CPU
+
+
+_default = _DefaultDevice()
+
+
+def set_default_device(device):
+    """The device factories use when they get no `device=` (None: the CPU again).
+    Unlike torch, the device is checked here rather than at the first factory call,
+    and `.to()`, `from_numpy` and `*_like` factories are not affected (as in torch).
+
+    >>> import jitgrad
+    >>> jitgrad.set_default_device("cpu")
+    >>> jitgrad.get_default_device()
+    device(type='cpu')
+    """
+    _default.device = check_device(device)
+
+
+def get_default_device():
+    return _default.device
+
+
+def _device(device):
+    return check_device(device if device is not None else _default.device)
 
 
 def manual_seed(seed):
@@ -23,7 +53,7 @@ def manual_seed(seed):
 def _finish(arr, dtype, device, requires_grad):
     """The new tensor's array in `dtype`, on `device` (host values are made first and
     copied to a GPU in one transfer)."""
-    dev = check_device(device)
+    dev = _device(device)
     if dtype is not None:
         np_dt = _dt.to_dtype(dtype).np
         if arr.dtype != np_dt:
@@ -132,7 +162,7 @@ def _float_np(dtype):
 def _filled(shape, np_dt, value, device, requires_grad):
     """A new tensor of `shape` filled with `value` (None: uninitialized), made
     directly on its device."""
-    dev = check_device(device)
+    dev = _device(device)
     dev_backend = backend.named(dev.type)
     arr = dev_backend.empty(shape, np_dt) if value is None else dev_backend.full(shape, value, np_dt)
     return _finish(arr, None, dev, requires_grad)
@@ -271,9 +301,85 @@ def randn_like(x, dtype=None, device=None, requires_grad=False):
                  requires_grad=requires_grad)
 
 
+def randint_like(x, low=0, high=None, dtype=None, device=None, requires_grad=False):
+    """Random integers in [low, high) (`randint_like(x, high)` or `(x, low, high)`)
+    of x's shape, in x's dtype unless `dtype` says otherwise.
+
+    >>> import jitgrad
+    >>> jitgrad.randint_like(jitgrad.zeros(2, 3), 5).dtype
+    jitgrad.float32
+    """
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, x._data.shape, dtype=dtype or _dt.from_np(x._data.dtype),
+                   device=device or x.device, requires_grad=requires_grad)
+
+
+def _normal_backward(node, g):
+    """torch's normal() passes zeros to mean and std: a sample is not a function of them."""
+    return tuple(None if shape is None else zeros_as(shape, g._data.dtype, g)
+                 for shape in node._attrs)
+
+
+def _normal_operand(v, name):
+    if not isinstance(v, Tensor):
+        return None, float(v)
+    if v._data.dtype.kind not in "fc":
+        raise RuntimeError(f"normal expects a floating point {name}, but got a tensor of dtype "
+                           f"{v.dtype.name}; convert it with .float()")
+    return v, v._data
+
+
+@op("NormalBackward3", backward=_normal_backward, export=True)
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
+           requires_grad=False):
+    """Samples of N(mean, std**2), as torch's overloads: `normal(mean_tensor,
+    std_tensor)` (broadcast), `normal(mean_tensor, std=1.0)`, `normal(mean,
+    std_tensor)`, or `normal(mean, std, size)` for numbers. Gradients to mean and
+    std are zeros, as torch's.
+
+    >>> import jitgrad
+    >>> _ = jitgrad.manual_seed(0)
+    >>> jitgrad.normal(0.0, 1.0, (2, 3)).shape
+    jitgrad.Size([2, 3])
+    >>> jitgrad.normal(jitgrad.zeros(4), jitgrad.ones(4)).shape
+    jitgrad.Size([4])
+    """
+    mean_t, m = _normal_operand(mean, "mean")
+    std_t, sd = _normal_operand(std, "std")
+    if mean_t is None and std_t is None:
+        if size is None:
+            raise TypeError("normal() received an invalid combination of arguments - got "
+                            "(float, float): give a size, normal(mean, std, size), or a tensor "
+                            "mean or std")
+        if sd < 0:
+            raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+        return _finish(m + sd * _gen.rng.standard_normal(_size((size,))), _float_np(dtype), device,
+                       requires_grad)
+    if size is not None:
+        raise TypeError("normal(): size is only for a number mean and std; the result takes the "
+                        "shape of the tensor mean or std")
+    if (sd < 0).any() if std_t is not None else sd < 0:
+        raise RuntimeError("normal expects all elements of std >= 0.0" if std_t is not None else
+                           f"normal expects std >= 0.0, but found std {std}")
+    try:
+        shape = np.broadcast_shapes(np.shape(m), np.shape(sd))
+    except ValueError:
+        raise RuntimeError(size_mismatch(np.shape(m), np.shape(sd))) from None
+    ref = mean_t if mean_t is not None else std_t
+    dt = ref._data.dtype if std_t is None or mean_t is None else _dt.promote_np(
+        mean_t._data.dtype, std_t._data.dtype)
+    draw = _gen.rng.standard_normal(shape)
+    out = Tensor(on_device(np.asarray(m + sd * draw, dt), ref.device))
+    node = ("NormalBackward3" if mean_t is not None and std_t is not None else
+            "NormalBackward1" if mean_t is not None else "NormalBackward2")
+    attrs = tuple(t._data.shape if t is not None else None for t in (mean_t, std_t))
+    return normal.op.emit(out, (mean_t, std_t), attrs, node=node)
+
+
 # A jitgrad.compile trace records each call and makes the tensor again on every
 # replay (random ones draw new numbers, as eager would).
 for _name in ("zeros_as", "manual_seed", "tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full",
               "zeros_like", "ones_like", "empty_like", "full_like", "arange", "linspace", "eye",
-              "rand", "randn", "randint", "rand_like", "randn_like"):
+              "rand", "randn", "randint", "rand_like", "randn_like", "randint_like"):
     globals()[_name] = traced(globals()[_name])

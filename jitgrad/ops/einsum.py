@@ -68,7 +68,7 @@ def _parse(equation, operands):
     return inputs, output
 
 
-def _diagonal(x, letters):
+def _diagonal(x, letters, i):
     """Repeated letters of one operand ('ii') become one dim: the diagonal."""
     while len(set(letters)) != len(letters):
         c = next(c for c in letters if letters.count(c) > 1)
@@ -76,7 +76,7 @@ def _diagonal(x, letters):
         b = letters.index(c, a + 1)
         n = x._data.shape[a]
         if x._data.shape[b] != n:
-            raise RuntimeError(f"einsum(): subscript {c} is repeated for operand but the sizes "
+            raise RuntimeError(f"einsum(): subscript {c} is repeated for operand {i} but the sizes "
                                f"don't match, {x._data.shape[b]} != {n}")
         rest = [i for i in range(len(letters)) if i not in (a, b)]
         x = permute(x, rest + [a, b])
@@ -153,7 +153,7 @@ def einsum(equation, *operands):
             raise TypeError(f"einsum(): expected Tensor as element {i} in argument 1, but got "
                             f"{type(x).__name__}")
     inputs, output = _parse(equation, operands)
-    pairs = [_diagonal(x, list(letters)) for x, letters in zip(operands, inputs)]
+    pairs = [_diagonal(x, list(letters), i) for i, (x, letters) in enumerate(zip(operands, inputs))]
     sizes = _sizes([x for x, _ in pairs], [ls for _, ls in pairs])
     needed_later = [set(output).union(*[set(ls) for _, ls in pairs[i + 1:]])
                     for i in range(len(pairs))]

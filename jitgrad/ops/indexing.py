@@ -149,9 +149,9 @@ def index_put(x, key, value):
     return index_put.op.emit(Tensor(arr), (x, vt), (key, vt._data.shape if vt is not None else None))
 
 
-def _check_index(index, who):
+def _check_index(index, who, dtypes="int64"):
     if not isinstance(index, Tensor) or index._data.dtype.kind not in "iu":
-        raise RuntimeError(f"{who}(): Expected dtype int64 for index")
+        raise RuntimeError(f"{who}(): Expected dtype {dtypes} for index")
     return index._data
 
 
@@ -164,10 +164,12 @@ def _gather_backward(node, g):
 def _checked_index(x, dim, index, who):
     """(index array, wrapped dim) for gather/scatter: an integer index of x's
     rank, no larger than x apart from `dim`, with indices in range there."""
-    idx = _check_index(index, who)
+    scattering = who.startswith("scatter")
+    idx = _check_index(index, who, "int32/int64" if scattering else "int64")
     d = wrap_dim(dim, x._data.ndim)
     if idx.ndim != x._data.ndim:
-        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+        raise RuntimeError("Index tensor must have the same number of dimensions as "
+                           f"{'self' if scattering else 'input'} tensor")
     for i, (a, b) in enumerate(zip(idx.shape, x._data.shape)):
         if i != d and a > b:
             raise RuntimeError(f"Size does not match at dimension {i} expected index "
@@ -331,3 +333,26 @@ def index_select(x, dim, index):
     except IndexError as e:
         raise IndexError(f"index out of range in self: {_index_error(e)}") from None
     return index_select.op.emit(Tensor(arr), (x,), (d, x._data.shape, index), (index,))
+
+
+@op(method=True, export=True)
+def nonzero(x, *, as_tuple=False):
+    """The indices of the nonzero elements: an (n, ndim) int64 tensor, or with
+    `as_tuple=True` one index tensor per dim (what `where(condition)` gives).
+
+    >>> import jitgrad
+    >>> jitgrad.tensor([[0, 1], [2, 0]]).nonzero()
+    tensor([[0, 1],
+            [1, 0]])
+    """
+    d = x._data
+    found = np.nonzero(d) if d.ndim else np.nonzero(d.reshape(1))
+    if as_tuple:
+        return tuple(Tensor(np.ascontiguousarray(i, dtype=np.int64)) for i in found)
+    return Tensor(np.ascontiguousarray(np.stack(found, axis=1)[:, :d.ndim], dtype=np.int64))
+
+
+@op(method=True, export=True)
+def argwhere(x):
+    """`nonzero(x)`: an (n, ndim) tensor of the indices of the nonzero elements."""
+    return nonzero(x)

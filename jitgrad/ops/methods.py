@@ -7,7 +7,8 @@ from .. import dtypes as _dt
 from ..tensor import Tensor, asarray, check_device, device as _device
 from . import formulas as E
 from . import inplace as I
-from . import compare, convert, einsum, indexing, join, linalg, nn, rearrange, reduce, sorting, views
+from . import (compare, convert, einsum, indexing, join, legacy, linalg, nn, rearrange, reduce,
+               sorting, views)
 from .registry import API_BUILT, OPS, REGISTRY
 
 # ---- functions with torch's extra arguments -----------------------------------------------
@@ -200,7 +201,8 @@ def _conversions():
                 cpu=lambda x, memory_format=None: convert.to_device(x, check_device("cpu")),
                 cuda=lambda x, device=None, non_blocking=False, memory_format=None:
                 convert.to_device(x, check_device("cuda" if device is None else device)),
-                type_as=lambda x, o: convert.to_device(convert.to_dtype(x, o.dtype), o.device))
+                type_as=lambda x, o: convert.to_device(convert.to_dtype(x, o.dtype), o.device),
+                type=legacy.tensor_type)
 
 
 def _operators():
@@ -222,7 +224,16 @@ def _operators():
         "__imul__": lambda x, o: I.inplace_elementwise(E.mul.op, x, o),
         "__itruediv__": lambda x, o: I.inplace_elementwise(E.div.op, x, o),
         "__getitem__": indexing.getitem, "__setitem__": setitem,
+        "__format__": _format,
     }
+
+
+def _format(x, spec):
+    """A 0-d tensor formats as its number ('{:+.2f}'), as in torch; others only with
+    an empty spec (their str)."""
+    if x._data.ndim == 0:
+        return format(x.item(), spec)
+    return object.__format__(x, spec)
 
 
 # Methods that write into self: a jitgrad.compile trace records them as such.
