@@ -350,8 +350,9 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
     if mean_t is None and std_t is None:
         if size is None:
             raise TypeError("normal() received an invalid combination of arguments - got "
-                            "(float, float): give a size, normal(mean, std, size), or a tensor "
-                            "mean or std")
+                            "(float, float), but expected one of: (Tensor mean, Tensor std), "
+                            "(Tensor mean, float std=1), (float mean, Tensor std), (float mean, "
+                            "float std, tuple of ints size)")
         if sd < 0:
             raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
         return _finish(m + sd * _gen.rng.standard_normal(_size((size,))), _float_np(dtype), device,

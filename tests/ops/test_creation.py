@@ -104,3 +104,100 @@ def test_randint_signatures(lib, args, kwargs, low, high):
 def test_randint_errors(lib, args, kwargs, error, message):
     with pytest.raises(error, match=message):
         lib.randint(*args, **kwargs)
+
+
+# ---- normal, randint_like, the *_like family, default dtype and device ---------------------
+
+NORMAL_FORMS = {  # torch's overloads: (call, result shape, grad_fn name)
+    "tensors": (lambda L: L.normal(L.zeros(3, requires_grad=True), L.ones(3, requires_grad=True)),
+                "NormalBackward3"),
+    "tensor_mean": (lambda L: L.normal(L.zeros(3, requires_grad=True), 2.0), "NormalBackward1"),
+    "tensor_std": (lambda L: L.normal(0.0, L.ones(3, requires_grad=True)), "NormalBackward2"),
+    "broadcast": (lambda L: L.normal(L.zeros(2, 1), L.ones(3)), None),
+    "numbers": (lambda L: L.normal(1.0, 2.0, (2, 3)), None),
+    "numbers_dtype": (lambda L: L.normal(1.0, 2.0, size=(2,), dtype=L.float64), None),
+    "float64_mean": (lambda L: L.normal(L.zeros(2, dtype=L.float64), 1.0), None),
+}
+
+
+@pytest.mark.parametrize("form", sorted(NORMAL_FORMS))
+def test_normal_forms_match_torch(form):
+    call, node = NORMAL_FORMS[form]
+    jg, th = both(call)
+    assert tuple(jg.shape) == tuple(th.shape) and jg.dtype.name == str(th.dtype)[6:]
+    assert (jg.grad_fn.name() if jg.grad_fn else None) == node == (th.grad_fn.name() if th.grad_fn else None)
+
+
+def test_normal_gradients_are_zeros_as_torch():
+    import jitgrad
+    mean, std = jitgrad.zeros(3, requires_grad=True), jitgrad.ones(3, requires_grad=True)
+    jitgrad.normal(mean, std).sum().backward()
+    assert mean.grad.tolist() == [0.0] * 3 and std.grad.tolist() == [0.0] * 3
+
+
+def test_normal_draws_from_the_distribution():
+    import jitgrad
+    jitgrad.manual_seed(0)
+    x = jitgrad.normal(jitgrad.full((200_000,), 3.0), 0.5).numpy()
+    assert abs(x.mean() - 3.0) < 0.01 and abs(x.std() - 0.5) < 0.01
+
+
+@pytest.mark.parametrize("call", [
+    lambda L: L.normal(0.0, 1.0),
+    lambda L: L.normal(L.zeros(2), -1.0),
+    lambda L: L.normal(L.zeros(2), L.tensor([1.0, -1.0])),
+    lambda L: L.normal(L.zeros(2), L.ones(3)),
+    lambda L: L.normal(0.0, -2.0, (2,)),
+])
+def test_normal_errors_match_torch(call):
+    helpers.same_as_torch(call)
+
+
+def test_normal_of_an_integer_mean_says_to_convert():
+    import jitgrad
+    with pytest.raises(RuntimeError, match=r"floating point mean.*\.float\(\)"):
+        jitgrad.normal(jitgrad.zeros(2, dtype=jitgrad.int64), 1.0)
+
+
+def test_every_like_factory_of_torch_exists():
+    torch = helpers.require_torch()
+    import jitgrad
+    names = [n for n in dir(torch) if n.endswith("_like") and not n.startswith("_")]
+    assert names and [n for n in names if not hasattr(jitgrad, n)] == []
+
+
+@pytest.mark.parametrize("call", [
+    lambda L: L.randint_like(L.zeros(2, 3), 5),
+    lambda L: L.randint_like(L.zeros(2, 3, dtype=L.int32), 3, 5),
+    lambda L: L.randint_like(L.zeros(4), 1, 2, dtype=L.int64),
+])
+def test_randint_like(call):
+    jg, th = both(call)
+    assert tuple(jg.shape) == tuple(th.shape) and str(jg.dtype)[8:] == str(th.dtype)[6:]
+    values = jg.numpy()
+    assert (values == values.round()).all()
+
+
+def test_default_dtype_is_used_and_checked():
+    import jitgrad
+    try:
+        jitgrad.set_default_dtype(jitgrad.float64)
+        assert jitgrad.get_default_dtype() is jitgrad.float64
+        assert jitgrad.zeros(2).dtype is jitgrad.float64 and jitgrad.tensor([1.5]).dtype is jitgrad.float64
+    finally:
+        jitgrad.set_default_dtype(jitgrad.float32)
+    helpers.same_as_torch(lambda L: L.set_default_dtype(L.int64))
+    assert jitgrad.get_default_dtype() is jitgrad.float32
+
+
+def test_default_device():
+    import jitgrad
+    helpers.same_as_torch(lambda L: L.get_default_device())
+    try:
+        jitgrad.set_default_device("cpu")
+        assert jitgrad.zeros(2).device == "cpu"
+    finally:
+        jitgrad.set_default_device(None)
+    with pytest.raises(RuntimeError, match="Expected one of cpu, cuda device type"):
+        jitgrad.set_default_device("tpu")
+    assert jitgrad.get_default_device() == "cpu"

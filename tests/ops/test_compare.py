@@ -1,0 +1,55 @@
+"""all, any, isclose, allclose, equal against torch: values, dims and keepdim,
+the function and method forms, and the errors for bad input."""
+import math
+
+import pytest
+
+from helpers import same_as_torch
+
+NAN, INF = math.nan, math.inf
+
+
+@pytest.mark.parametrize("call", [
+    lambda L, x: L.all(x), lambda L, x: x.all(1), lambda L, x: L.all(x, dim=0, keepdim=True),
+    lambda L, x: L.all(x, dim=(0, 1)), lambda L, x: x.any(), lambda L, x: L.any(x, -1),
+    lambda L, x: x.any(dim=(0,), keepdim=True)])
+@pytest.mark.parametrize("data", [[[1, 0, 2], [3, 4, 5]], [[0.0, 0.0, 1.5], [2.0, NAN, 0.0]],
+                                  [[True, True, False], [True, True, True]]])
+def test_all_any(call, data):
+    same_as_torch(lambda L: call(L, L.tensor(data)))
+
+
+@pytest.mark.parametrize("call", [
+    lambda L: L.isclose(L.tensor([1.0, 2.0, INF, -INF, NAN]), L.tensor([1.0 + 1e-7, 2.1, INF, INF, NAN])),
+    lambda L: L.isclose(L.tensor([NAN, 1.0]), L.tensor([NAN, 1.0]), equal_nan=True),
+    lambda L: L.tensor([[1.0], [2.0]]).isclose(L.tensor([1.0, 1.5]), rtol=0.3),
+    lambda L: L.isclose(L.tensor([1, 2]), L.tensor([1, 3]), atol=1),
+    lambda L: L.allclose(L.ones(3), L.ones(3) + 1e-6),
+    lambda L: L.ones(3).allclose(L.ones(3) + 1e-3),
+    lambda L: L.allclose(L.tensor([NAN]), L.tensor([NAN]), equal_nan=True),
+    lambda L: L.equal(L.tensor([1.0, 2.0]), L.tensor([1.0, 2.0])),
+    lambda L: L.tensor([1.0, NAN]).equal(L.tensor([1.0, NAN])),
+    lambda L: L.equal(L.tensor([1.0, 2.0]), L.tensor([1.0, 2.0, 3.0])),
+    lambda L: L.tensor([1.0, 2.0]).equal(L.tensor([1, 2])),
+    lambda L: L.equal(L.ones(2, 1), L.ones(2)),
+])
+def test_closeness_matches_torch(call):
+    same_as_torch(call)
+
+
+@pytest.mark.parametrize("call", [
+    lambda L: L.isclose(L.tensor([1.0, 2.0]), L.tensor([1, 2])),
+    lambda L: L.allclose(L.ones(2), L.ones(3)),
+    lambda L: L.allclose(L.ones(2), L.ones(2), rtol=-1),
+    lambda L: L.isclose(L.ones(2), L.ones(2), atol=-0.5),
+    lambda L: L.isclose(L.ones(2), 1.0),
+    lambda L: L.equal(L.ones(2), [1.0, 1.0]),
+])
+def test_closeness_errors_match_torch(call):
+    same_as_torch(call)
+
+
+def test_dtype_error_says_how_to_fix():
+    import jitgrad
+    with pytest.raises(RuntimeError, match=r"Float did not match Long: .*\.to\(other\.dtype\)"):
+        jitgrad.allclose(jitgrad.ones(2), jitgrad.ones(2, dtype=jitgrad.int64))

@@ -1,0 +1,35 @@
+"""roll, repeat, tile against torch beyond the registry samples: forms,
+integer tensors, and the errors for bad input."""
+import pytest
+
+import helpers
+from helpers import same_as_torch
+
+
+@pytest.mark.parametrize("call", [
+    lambda L: L.roll(L.arange(6).reshape(2, 3), 1),
+    lambda L: L.arange(6).reshape(2, 3).roll(-4),
+    lambda L: L.roll(L.arange(6).reshape(2, 3), (1, -1), (0, 1)),
+    lambda L: L.roll(L.arange(6).reshape(2, 3), [2], [-1]),
+    lambda L: L.arange(6).reshape(2, 3).roll((1, 2), 0),
+    lambda L: L.arange(6).reshape(2, 3).roll(1, 5),
+    lambda L: L.arange(3).repeat(2, 1, 2),
+    lambda L: L.arange(6).reshape(2, 3).repeat((2, 1)),
+    lambda L: L.arange(6).reshape(2, 3).repeat(0, 2),
+    lambda L: L.arange(6).reshape(2, 3).repeat(2),
+    lambda L: L.tile(L.arange(3), (2, 2)),
+    lambda L: L.arange(6).reshape(2, 3).tile(2),
+    lambda L: L.arange(6).reshape(2, 3).tile((2, 1, 1)),
+])
+def test_matches_torch(call):
+    same_as_torch(call)
+
+
+def test_gradient_node_names():
+    jg, th = helpers.both(lambda L: L.ones(2, 3, requires_grad=True))
+    for f in (lambda x: x.roll(1, 0), lambda x: x.repeat(2, 2), lambda x: x.tile(2)):
+        assert f(jg).grad_fn.name() == f(th).grad_fn.name()
+
+
+def test_roll_without_dims_rolls_the_flat_tensor_with_gradients():
+    helpers.check_torch(lambda x: x.roll(4) * x, lambda x: x.roll(4) * x, [(3, 4)], dtype="float64")
