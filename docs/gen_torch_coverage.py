@@ -25,6 +25,7 @@ when torch is not installed.
 """
 import argparse
 import importlib
+import importlib.util
 import os
 import re
 import sys
@@ -320,21 +321,16 @@ def main(argv=None):
         print("torch is not installed: the coverage table is made from an installed torch",
               file=sys.stderr)
         return 2
-    if args.check:
-        try:
-            with open(OUTPUT) as f:
-                current = f.read()
-        except OSError:
-            current = None
-        if current != text:
-            print(f"{OUTPUT} is out of date: run python docs/gen_torch_coverage.py",
-                  file=sys.stderr)
-            return 1
-        return 0
-    with open(OUTPUT, "w") as f:
-        f.write(text)
-    print(f"wrote {OUTPUT}")
-    return 0
+    return _gen_api().write_or_check(text, OUTPUT, "docs/gen_torch_coverage.py", args.check)
+
+
+def _gen_api():
+    """docs/gen_api.py, the sibling generator whose writer this one shares (loaded by
+    path: docs/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("gen_api", os.path.join(HERE, "gen_api.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 if __name__ == "__main__":
