@@ -190,8 +190,9 @@ NOTES = """\
 - `einsum` contracts its operands pairwise, left to right, with batched
   matmuls (torch may reorder them); sums at the float limits can overflow in
   one order and not the other.
-- `all`, `any`, `isclose`, `allclose`, `equal`, `nonzero`, `sort`, `topk` and
-  `scatter` run on the CPU (their inputs are read on the host).
+- On CUDA, the ops above that have no CUDA kernel yet (sorting, `roll`,
+  `repeat`/`tile`, ...) run on the host, one copy each way, with
+  `jitgrad.cuda`'s warning (see docs/cuda.md).
 """
 
 _PROMPT = ">" * 3  # spelled so that this file holds no doctest prompt

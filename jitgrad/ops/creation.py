@@ -370,8 +370,8 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
     ref = mean_t if mean_t is not None else std_t
     dt = ref._data.dtype if std_t is None or mean_t is None else _dt.promote_np(
         mean_t._data.dtype, std_t._data.dtype)
-    draw = _gen.rng.standard_normal(shape)
-    out = Tensor(on_device(np.asarray(m + sd * draw, dt), ref.device))
+    draw = on_device(_gen.rng.standard_normal(shape).astype(dt), ref.device)
+    out = Tensor((m + sd * draw).astype(dt, copy=False))
     node = ("NormalBackward3" if mean_t is not None and std_t is not None else
             "NormalBackward1" if mean_t is not None else "NormalBackward2")
     attrs = tuple(t._data.shape if t is not None else None for t in (mean_t, std_t))

@@ -80,7 +80,7 @@ def _diagonal(x, letters, i):
                                f"don't match, {x._data.shape[b]} != {n}")
         rest = [i for i in range(len(letters)) if i not in (a, b)]
         x = permute(x, rest + [a, b])
-        ar = Tensor(np.arange(n))
+        ar = Tensor(np.arange(n, like=x._data))
         x = getitem(x, (Ellipsis, ar, ar))
         letters = [letters[i] for i in rest] + [c]
     return x, letters

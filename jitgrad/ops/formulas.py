@@ -144,7 +144,10 @@ def where(condition, x=None, y=None):
     if x is None and y is None:
         return nonzero(condition, as_tuple=True)
     if x is None or y is None:
-        raise TypeError("where() takes the condition alone, or the condition, x and y")
+        got = ", ".join(type(v).__name__ for v in (condition, x, y) if v is not None)
+        raise TypeError(f"where() received an invalid combination of arguments - got ({got}), but "
+                        "expected one of: (Tensor condition) or (Tensor condition, Tensor input, "
+                        "Tensor other)")
     return _where(condition, x, y)
 
 

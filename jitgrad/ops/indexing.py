@@ -4,7 +4,7 @@ index_select. Forward with numpy; backward written with jitgrad ops."""
 import numpy as np
 
 from .. import backend
-from ..tensor import Tensor, asarray, wrap_dim
+from ..tensor import Tensor, asarray, ascontiguous, wrap_dim
 from .registry import Arg, Sample, op
 from .views import make_view, sum_to_size
 
@@ -199,8 +199,11 @@ def gather(x, dim, index):
 
 
 def _scatter_key(idx, d):
-    grids = np.indices(idx.shape, sparse=True)
-    return tuple(idx if i == d else grids[i] for i in range(idx.ndim))
+    """The advanced-index key that puts element p of a block of idx's shape at
+    position p, except idx[p] along d (numpy's sparse grids, on idx's device)."""
+    nd = idx.ndim
+    return tuple(idx if i == d else np.arange(s, like=idx).reshape((1,) * i + (s,) + (1,) * (nd - i - 1))
+                 for i, s in enumerate(idx.shape))
 
 
 def _scatter_source(x, src, idx, who):
@@ -293,7 +296,7 @@ def scatter_add(x, dim, index, src):
                         f"{type(src).__name__}")
     src, values = _scatter_source(x, src, idx, "scatter_add")
     arr = x._data.copy()
-    backend.of(arr).scatter_add(arr, d, idx, np.ascontiguousarray(values))
+    backend.of(arr).scatter_add(arr, d, idx, ascontiguous(values))
     return scatter_add.op.emit(Tensor(arr), (x, src), (d, src._data.shape, index), (index,))
 
 
@@ -346,10 +349,10 @@ def nonzero(x, *, as_tuple=False):
             [1, 0]])
     """
     d = x._data
-    found = np.nonzero(d) if d.ndim else np.nonzero(d.reshape(1))
+    found = [i.astype(np.int64) for i in np.nonzero(d.reshape(d.shape or (1,)))]
     if as_tuple:
-        return tuple(Tensor(np.ascontiguousarray(i, dtype=np.int64)) for i in found)
-    return Tensor(np.ascontiguousarray(np.stack(found, axis=1)[:, :d.ndim], dtype=np.int64))
+        return tuple(Tensor(ascontiguous(i)) for i in found)
+    return Tensor(ascontiguous(np.stack(found, axis=1)[:, :d.ndim]))
 
 
 @op(method=True, export=True)

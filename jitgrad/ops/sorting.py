@@ -32,7 +32,7 @@ def _sorted(x, dim, descending, k, node, result):
         ax = wrap_dim(dim, d.ndim)
         idx = _order(d, ax, descending)
         if k is not None:
-            idx = np.take(idx, np.arange(k), axis=ax)
+            idx = idx[(slice(None),) * ax + (slice(0, k),)]
         values = Tensor(ascontiguous(np.take_along_axis(d, idx, axis=ax)))
     indices = Tensor(ascontiguous(idx).astype(np.int64, copy=False))
     sort.op.emit(values, (x,), (ax, d.shape, True, indices), (indices,), node=node)

@@ -1,6 +1,7 @@
-"""scatter and scatter_add (ops/indexing.py) against torch beyond the registry
-samples: the value form, in-place variants, repeated indices, errors; and
-where jitgrad differs: a src larger than the index gets its gradient."""
+"""ops/indexing.py against torch beyond the registry samples: scatter and
+scatter_add (the value form, in-place variants, repeated indices, errors; and
+where jitgrad differs: a src larger than the index gets its gradient), nonzero
+and where(condition)."""
 import numpy as np
 import pytest
 
@@ -57,3 +58,16 @@ def test_src_larger_than_the_index_gets_zeros_past_it():
 def test_needs_src_or_value_once():
     with pytest.raises(TypeError, match="give the values as src"):
         jitgrad.zeros(2).scatter(0, jitgrad.tensor([0]))
+
+
+@pytest.mark.parametrize("call", [
+    lambda L: L.tensor([[0, 1], [2, 0]]).nonzero(),
+    lambda L: L.nonzero(L.tensor([[0.0, 1.5], [2.0, 0.0]]), as_tuple=True),
+    lambda L: L.tensor(5).nonzero(), lambda L: L.tensor(0).nonzero(as_tuple=True),
+    lambda L: L.zeros(2, 0).nonzero(), lambda L: L.argwhere(L.tensor([True, False, True])),
+    lambda L: L.where(L.tensor([[1, 0], [1, 1]]) > 0),
+    lambda L: L.where(L.tensor([1.0, -1.0]) > 0, L.tensor([1.0, 2.0]), 0.0),
+    lambda L: L.where(L.tensor([1.0, -1.0]) > 0, L.tensor([1.0, 2.0])),
+])
+def test_nonzero_and_where_match_torch(call):
+    same_as_torch(call)
