@@ -4,7 +4,7 @@ import numpy as np
 
 from ..errors import size_mismatch
 from ..tensor import Tensor, asarray
-from .legacy import TYPE_NAMES
+from .legacy import scalar_type
 from .reduce import _axes
 from .registry import op
 
@@ -36,17 +36,12 @@ def any_(x, dim=None, keepdim=False):
     return _reduce_bool(np.any, x, dim, keepdim)
 
 
-def _scalar_type(x):
-    """torch's name of x's dtype in messages: Float, Long, ..."""
-    return TYPE_NAMES[x.dtype][:-len("Tensor")]
-
-
 def _closeness_operands(x, other, rtol, atol, who):
     if not isinstance(other, Tensor):
         raise TypeError(f"{who}(): argument 'other' (position 2) must be Tensor, not "
                         f"{type(other).__name__}")
     if x._data.dtype != other._data.dtype:
-        raise RuntimeError(f"{_scalar_type(x)} did not match {_scalar_type(other)}: {who}() "
+        raise RuntimeError(f"{scalar_type(x)} did not match {scalar_type(other)}: {who}() "
                            f"compares tensors of one dtype; convert one with .to(other.dtype)")
     for name, v in (("rtol", rtol), ("atol", atol)):
         if v < 0:
@@ -97,3 +92,53 @@ def equal(x, other):
         raise TypeError(f"equal(): argument 'other' (position 2) must be Tensor, not "
                         f"{type(other).__name__}")
     return x._data.shape == other._data.shape and bool(np.array_equal(x._data, other._data))
+
+
+# ---- elementwise tests and logic: bool results ------------------------------------------------
+
+def _elementwise_test(name, np_fn, doc):
+    def fn(x):
+        d = x._data
+        return Tensor(asarray(np_fn(d), dtype=np.bool_))
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return op(name=name, method=True, export=True)(fn)
+
+
+def _finite_kind(np_fn, integers):
+    """np_fn on floats; `integers` (a constant) for integer and bool tensors."""
+    return lambda d: np_fn(d) if d.dtype.kind in "fc" else np.full(d.shape, integers, like=d)
+
+
+isnan = _elementwise_test("isnan", _finite_kind(np.isnan, False), "True where an element is NaN.")
+isinf = _elementwise_test("isinf", _finite_kind(np.isinf, False),
+                          "True where an element is +inf or -inf.")
+isfinite = _elementwise_test("isfinite", _finite_kind(np.isfinite, True),
+                             "True where an element is neither NaN nor infinite.")
+isposinf = _elementwise_test("isposinf", _finite_kind(np.isposinf, False),
+                             "True where an element is +inf.")
+isneginf = _elementwise_test("isneginf", _finite_kind(np.isneginf, False),
+                             "True where an element is -inf.")
+signbit = _elementwise_test("signbit", np.signbit,
+                            "True where the sign bit is set (negative numbers and -0.0).")
+
+
+def _logical(name, np_fn):
+    def fn(x, other):
+        """Elementwise logical op on truth values (nonzero is True); bool result."""
+        if not isinstance(other, Tensor):
+            raise TypeError(f"{name}(): argument 'other' (position 2) must be Tensor, not "
+                            f"{type(other).__name__}")
+        a, b = x._data, other._data
+        try:
+            np.broadcast_shapes(a.shape, b.shape)
+        except ValueError:
+            raise RuntimeError(size_mismatch(a.shape, b.shape)) from None
+        return Tensor(asarray(np_fn(a, b), dtype=np.bool_))
+    fn.__name__ = fn.__qualname__ = name
+    return op(name=name, method=True, export=True)(fn)
+
+
+logical_and = _logical("logical_and", np.logical_and)
+logical_or = _logical("logical_or", np.logical_or)
+logical_xor = _logical("logical_xor", np.logical_xor)

@@ -6,6 +6,7 @@ from .. import dtypes as _dt
 from ..errors import size_mismatch
 from .._trace import traced
 from ..tensor import CPU, Tensor, check_device, on_device
+from .inplace import apply_inplace
 from .registry import op
 
 
@@ -315,6 +316,49 @@ def randint_like(x, low=0, high=None, dtype=None, device=None, requires_grad=Fal
                    device=device or x.device, requires_grad=requires_grad)
 
 
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
+    """A random permutation of 0 .. n-1 (int64 unless `dtype` says otherwise)."""
+    return _finish(_gen.rng.permutation(int(n)).astype(np.int64), dtype, device, requires_grad)
+
+
+def bernoulli(x, p=None, *, generator=None):
+    """1 with probability x (or `p`) for each element, else 0, in x's dtype; not
+    differentiable (torch passes zeros)."""
+    probs = x._data if p is None else p
+    draw = _gen.rng.random(x._data.shape) < (probs.get() if hasattr(probs, "get") else probs)
+    return Tensor(on_device(draw.astype(x._data.dtype), x.device))
+
+
+def multinomial(x, num_samples, replacement=False, *, generator=None):
+    """Indices drawn from the categories of each row of x, with probabilities
+    proportional to its (non-negative) weights: (num_samples,) for a vector,
+    (rows, num_samples) for a matrix.
+
+    >>> import jitgrad
+    >>> jitgrad.multinomial(jitgrad.tensor([0.0, 1.0, 0.0]), 2, replacement=True)
+    tensor([1, 1])
+    """
+    w = np.asarray(x.cpu()._data, dtype=np.float64)
+    if w.ndim not in (1, 2):
+        raise RuntimeError("prob_dist must be 1 or 2 dim")
+    rows = w.reshape(-1, w.shape[-1])
+    if not np.isfinite(rows).all() or (rows < 0).any():
+        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+    if (rows.sum(axis=1) <= 0).any():
+        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+    if not replacement and num_samples > w.shape[-1]:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+    if replacement:
+        out = np.stack([_gen.rng.choice(w.shape[-1], num_samples, p=r / r.sum()) for r in rows])
+    else:  # the smallest exponential(1) / weight keys: sampling without replacement, and
+        # categories of weight 0 come last (in order), as torch returns them
+        with np.errstate(divide="ignore"):
+            keys = _gen.rng.exponential(size=rows.shape) / rows
+        out = np.argsort(keys, axis=1, kind="stable")[:, :num_samples]
+    out = out.astype(np.int64)
+    return Tensor(on_device(out.reshape(w.shape[:-1] + (num_samples,)), x.device))
+
+
 def _normal_backward(node, g):
     """torch's normal() passes zeros to mean and std: a sample is not a function of them."""
     return tuple(None if shape is None else zeros_as(shape, g._data.dtype, g)
@@ -378,9 +422,99 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
     return normal.op.emit(out, (mean_t, std_t), attrs, node=node)
 
 
+# ---- methods: x.new_*(...) and in-place random fills ------------------------------------------
+
+
+def _new(fill):
+    def new(x, *size, dtype=None, device=None, requires_grad=False):
+        return fill(*size, dtype=dtype or x.dtype, device=device or x.device,
+                    requires_grad=requires_grad)
+    new.__name__ = "new_" + fill.__name__
+    new.__doc__ = f"`{fill.__name__}(*size)` with x's dtype and device unless given."
+    return new
+
+
+new_zeros, new_ones, new_empty = _new(zeros), _new(ones), _new(empty)
+
+
+def new_full(x, size, fill_value, dtype=None, device=None, requires_grad=False):
+    return full(size, fill_value, dtype=dtype or x.dtype, device=device or x.device,
+                requires_grad=requires_grad)
+
+
+def new_tensor(x, data, dtype=None, device=None, requires_grad=False):
+    """`tensor(data)` with x's dtype and device unless given.
+
+    >>> import jitgrad
+    >>> jitgrad.zeros(2, dtype=jitgrad.float64).new_tensor([1, 2])
+    tensor([1., 2.], dtype=jitgrad.float64)
+    """
+    return tensor(data, dtype=dtype or x.dtype, device=device or x.device,
+                  requires_grad=requires_grad)
+
+
+def _check_std(std):
+    if std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
+
+
+def _check_range(low, high):
+    if low > high:
+        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={low:g} > "
+                           f"to={high:g}")
+
+
+def _random_to(x, to):
+    """random_()'s default upper bound: every integer the dtype holds exactly."""
+    d = x._data.dtype
+    return 2 ** (np.finfo(d).nmant + 1) + 1 if d.kind == "f" else int(np.iinfo(d).max)
+
+
+# name -> (check of the parameters, draw(rng, x, shape, *parameters) -> host values)
+RANDOM_FILLS = {
+    "normal_": (lambda mean=0.0, std=1.0: _check_std(std),
+                lambda rng, x, shape, mean=0.0, std=1.0: rng.normal(mean, std, shape)),
+    "uniform_": (lambda low=0.0, high=1.0: _check_range(low, high),
+                 lambda rng, x, shape, low=0.0, high=1.0: rng.uniform(low, high, shape)),
+    "exponential_": (lambda lambd=1.0: None,
+                     lambda rng, x, shape, lambd=1.0: rng.exponential(1.0 / lambd, shape)),
+    "bernoulli_": (lambda p=0.5: None,
+                   lambda rng, x, shape, p=0.5: rng.random(shape) < (
+                       p.cpu().numpy() if isinstance(p, Tensor) else p)),
+    "random_": (lambda low=0, high=None: None,
+                lambda rng, x, shape, low=0, high=None: rng.integers(low, high, shape) if high
+                is not None else rng.integers(0, low or _random_to(x, high), shape)),
+}
+
+
+@op("NormalBackward0", backward=lambda node, g: (zeros_as(node._attrs[0], g._data.dtype, g),),
+    jvp=lambda b, out, inputs, attrs, tx: b.zeros(None, out))
+def _drawn(x, values, node):
+    """`values` in place of x's: what a random fill gives, with torch's zero
+    gradient to x's old value (its history ends here, as torch's NormalBackward0)."""
+    return _drawn.op.emit(Tensor(on_device(values, x.device)), (x,), (x._data.shape,), node=node)
+
+
+def _random_fill(name):
+    check, draw = RANDOM_FILLS[name]
+    node = name[:-1].capitalize() + "Backward0"
+
+    def fill(x, *params, generator=None):
+        """Fill x in place with random values (torch's parameters, positional)."""
+        check(*params)
+        values = np.asarray(draw(_gen.rng, x, x._data.shape, *params)).astype(x._data.dtype)
+        return apply_inplace(x, lambda t: _drawn(t, values, node))
+    fill.__name__ = name
+    return fill
+
+
+random_fills = {name: _random_fill(name) for name in RANDOM_FILLS}
+
+
 # A jitgrad.compile trace records each call and makes the tensor again on every
 # replay (random ones draw new numbers, as eager would).
 for _name in ("zeros_as", "manual_seed", "tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full",
               "zeros_like", "ones_like", "empty_like", "full_like", "arange", "linspace", "eye",
-              "rand", "randn", "randint", "rand_like", "randn_like", "randint_like"):
+              "rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "randperm",
+              "bernoulli", "multinomial"):
     globals()[_name] = traced(globals()[_name])

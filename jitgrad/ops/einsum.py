@@ -1,4 +1,4 @@
-"""einsum, composed of differentiable ops (diagonals by indexing, sums,
+"""einsum, composed of differentiable ops (diagonals, sums,
 permutes, reshapes and batched matmul), so its gradients of every order come
 from theirs. Operands are contracted pairwise, left to right."""
 import string
@@ -6,10 +6,10 @@ import string
 import numpy as np
 
 from ..tensor import Tensor
-from .indexing import getitem
 from .linalg import matmul
 from .reduce import sum as _sum
 from .registry import Arg, Sample, op
+from .triangular import diagonal
 from .views import expand, permute, reshape
 
 _LETTERS = frozenset(string.ascii_letters)
@@ -78,11 +78,8 @@ def _diagonal(x, letters, i):
         if x._data.shape[b] != n:
             raise RuntimeError(f"einsum(): subscript {c} is repeated for operand {i} but the sizes "
                                f"don't match, {x._data.shape[b]} != {n}")
-        rest = [i for i in range(len(letters)) if i not in (a, b)]
-        x = permute(x, rest + [a, b])
-        ar = Tensor(np.arange(n, like=x._data))
-        x = getitem(x, (Ellipsis, ar, ar))
-        letters = [letters[i] for i in rest] + [c]
+        x = diagonal(x, 0, a, b)
+        letters = [l for k, l in enumerate(letters) if k not in (a, b)] + [c]
     return x, letters
 
 

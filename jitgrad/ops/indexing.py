@@ -359,3 +359,19 @@ def nonzero(x, *, as_tuple=False):
 def argwhere(x):
     """`nonzero(x)`: an (n, ndim) tensor of the indices of the nonzero elements."""
     return nonzero(x)
+
+
+@op(method=True, export=True,
+    samples=(Sample(Arg(3, 4), Arg(3, 4, kind="bool")), Sample(Arg(3, 4), Arg(4, kind="bool"))))
+def masked_select(x, mask):
+    """The elements where the bool `mask` (broadcast with x) is True, as a 1-D tensor.
+
+    >>> import jitgrad
+    >>> jitgrad.tensor([[1, 2], [3, 4]]).masked_select(jitgrad.tensor([True, False]))
+    tensor([1, 3])
+    """
+    if not isinstance(mask, Tensor) or mask._data.dtype != np.bool_:
+        got = mask.dtype.name if isinstance(mask, Tensor) else type(mask).__name__
+        raise RuntimeError(f"masked_select: expected BoolTensor for mask, but got {got}")
+    shape = np.broadcast_shapes(x._data.shape, mask._data.shape)
+    return getitem(x.expand(shape), mask.expand(shape))

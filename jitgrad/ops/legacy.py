@@ -64,6 +64,11 @@ FloatTensor, DoubleTensor, HalfTensor, IntTensor, LongTensor, BoolTensor = (
                               _dt.bool_))
 
 
+def scalar_type(x):
+    """torch's name of x's dtype in its messages: Float, Long, ..."""
+    return TYPE_NAMES[x.dtype][:-len("Tensor")]
+
+
 def type_name(x):
     """'jitgrad.FloatTensor', or 'jitgrad.cuda.FloatTensor' on a GPU."""
     where = "jitgrad.cuda." if x.device.type == "cuda" else "jitgrad."

@@ -7,8 +7,8 @@ from .. import dtypes as _dt
 from ..tensor import Tensor, asarray, check_device, device as _device
 from . import formulas as E
 from . import inplace as I
-from . import (compare, convert, einsum, indexing, join, legacy, linalg, nn, rearrange, reduce,
-               sorting, views)
+from . import (compare, convert, creation, einsum, indexing, join, legacy, linalg, nn, rearrange,
+               reduce, rounding, sorting, triangular, views)
 from .registry import API_BUILT, OPS, REGISTRY
 
 # ---- functions with torch's extra arguments -----------------------------------------------
@@ -163,7 +163,8 @@ def _inplace_method(op):
 
 
 # The modules whose declarations (registry.OPS) the tables below read; imported for that.
-_DECLARING = (compare, einsum, indexing, join, linalg, nn, rearrange, reduce, sorting)
+_DECLARING = (compare, einsum, indexing, join, linalg, nn, rearrange, reduce, rounding, sorting,
+              triangular)
 
 
 def _inplace_op_method(fn):
@@ -202,7 +203,11 @@ def _conversions():
                 cuda=lambda x, device=None, non_blocking=False, memory_format=None:
                 convert.to_device(x, check_device("cuda" if device is None else device)),
                 type_as=lambda x, o: convert.to_device(convert.to_dtype(x, o.dtype), o.device),
-                type=legacy.tensor_type)
+                type=legacy.tensor_type, new_zeros=creation.new_zeros,
+                new_ones=creation.new_ones, new_empty=creation.new_empty,
+                new_full=creation.new_full, new_tensor=creation.new_tensor,
+                bernoulli=creation.bernoulli, multinomial=creation.multinomial,
+                **creation.random_fills)
 
 
 def _operators():

@@ -5,6 +5,7 @@ import numpy as np
 from ..tensor import Tensor, wrap_dim
 from .reduce import sum as _sum
 from .registry import Arg, Sample, op
+from .indexing import index_select
 from .views import _as_shape, reshape
 
 
@@ -87,3 +88,25 @@ def tile(x, dims):
     """
     dims = _as_tuple(dims)
     return repeat(x, (1,) * (x._data.ndim - len(dims)) + dims)
+
+
+@op(method=True, export=True, samples=(Sample(Arg(2, 3), 2, dim=1), Sample(Arg(2, 3), 3)))
+def repeat_interleave(x, repeats=None, dim=None, *, output_size=None):
+    """Each element (or slice along `dim`) repeated `repeats` times in a row
+    (an int, or a tensor with one count per element); without `dim` the tensor
+    is flattened. `repeat_interleave(counts)` alone gives the index of each count.
+
+    >>> import jitgrad
+    >>> jitgrad.tensor([1, 2]).repeat_interleave(2)
+    tensor([1, 1, 2, 2])
+    """
+    if repeats is None:  # repeat_interleave(counts): 0 counts[0] times, 1 counts[1] times, ...
+        counts = x._data
+        return Tensor(np.repeat(np.arange(counts.shape[0], like=counts), counts))
+    if dim is None:
+        x, dim = reshape(x, -1), 0
+    d = wrap_dim(dim, x._data.ndim)
+    counts = repeats._data if isinstance(repeats, Tensor) else int(repeats)
+    n = x._data.shape[d]
+    index = Tensor(np.repeat(np.arange(n, like=x._data), counts))
+    return index_select(x, d, index)

@@ -185,6 +185,16 @@ def expand_as(x, other):
     return expand(x, other._data.shape)
 
 
+@op(method=True)
+def view_as(x, other):
+    return view(x, other._data.shape)
+
+
+@op(method=True)
+def reshape_as(x, other):
+    return reshape(x, other._data.shape)
+
+
 @op(method=True, export=True, samples=(Sample(Arg(1, 4), (3, 4)),))
 def broadcast_to(x, *sizes):
     return expand(x, *sizes)

@@ -53,3 +53,17 @@ def test_dtype_error_says_how_to_fix():
     import jitgrad
     with pytest.raises(RuntimeError, match=r"Float did not match Long: .*\.to\(other\.dtype\)"):
         jitgrad.allclose(jitgrad.ones(2), jitgrad.ones(2, dtype=jitgrad.int64))
+
+
+@pytest.mark.parametrize("name", ["isnan", "isinf", "isfinite", "isposinf", "isneginf", "signbit"])
+@pytest.mark.parametrize("data", [[1.0, -0.0, NAN, INF, -INF, -2.0], [1, -2, 0], [True, False]])
+def test_elementwise_tests(name, data):
+    same_as_torch(lambda L: getattr(L, name)(L.tensor(data)))
+    same_as_torch(lambda L: getattr(L.tensor(data), name)())
+
+
+@pytest.mark.parametrize("name", ["logical_and", "logical_or", "logical_xor"])
+def test_logical_ops(name):
+    same_as_torch(lambda L: getattr(L, name)(L.tensor([[0.0, 1.5, NAN]]), L.tensor([[1], [0]])))
+    same_as_torch(lambda L: getattr(L.tensor([True, False]), name)(L.tensor([True, True])))
+    same_as_torch(lambda L: getattr(L, name)(L.ones(2), L.ones(3)))

@@ -201,3 +201,49 @@ def test_default_device():
     with pytest.raises(RuntimeError, match="Expected one of cpu, cuda device type"):
         jitgrad.set_default_device("tpu")
     assert jitgrad.get_default_device() == "cpu"
+
+
+@pytest.mark.parametrize("call", [
+    lambda L: L.zeros(2, dtype=L.float64).new_zeros(3), lambda L: L.zeros(2).new_ones((2, 2)),
+    lambda L: L.zeros(2, dtype=L.int32).new_full((2,), 7), lambda L: L.zeros(2).new_tensor([1, 2]),
+    lambda L: L.zeros(2, dtype=L.float64).new_tensor([1, 2], dtype=L.int64),
+    lambda L: L.zeros(2).new_empty(3).shape, lambda L: L.randperm(6).sort().values,
+    lambda L: L.randperm(4, dtype=L.int32).dtype,
+    lambda L: L.multinomial(L.ones(3), 4), lambda L: L.multinomial(L.tensor([-1.0, 1.0]), 1),
+    lambda L: L.multinomial(L.zeros(2), 1), lambda L: L.multinomial(L.tensor([0.0, 1.0]), 2),
+    lambda L: L.multinomial(L.tensor([[0.0, 3.0], [2.0, 0.0]]), 1, replacement=True),
+    lambda L: L.bernoulli(L.tensor([0.0, 1.0, 1.0])),
+    lambda L: L.zeros(2).normal_(0.0, -1.0), lambda L: L.zeros(2).uniform_(1.0, 0.0),
+    lambda L: L.ones(2, requires_grad=True).normal_(),
+])
+def test_new_and_random_factories_match_torch(call):
+    helpers.same_as_torch(call)
+
+
+@pytest.mark.parametrize("fill, args, mean, std", [
+    ("normal_", (2.0, 0.5), 2.0, 0.5), ("uniform_", (-1.0, 3.0), 1.0, 4 / 12 ** 0.5),
+    ("exponential_", (2.0,), 0.5, 0.5), ("bernoulli_", (0.25,), 0.25, 0.75 ** 0.5 * 0.5),
+])
+def test_random_fills_draw_from_their_distribution(fill, args, mean, std):
+    import jitgrad
+    jitgrad.manual_seed(1)
+    x = jitgrad.zeros(100_000, dtype=jitgrad.float64)
+    assert getattr(x, fill)(*args) is x
+    values = x.numpy()
+    assert abs(values.mean() - mean) < 0.02 and abs(values.std() - std) < 0.02
+
+
+def test_random_fill_ends_the_history_with_a_zero_gradient():
+    jg, th = both(lambda L: L.ones(3, requires_grad=True))
+    for leaf, lib in ((jg, helpers.jitgrad), (th, helpers.require_torch())):
+        y = leaf * 2
+        y.uniform_()
+        (y * y).sum().backward()
+        assert y.grad_fn.name() == "UniformBackward0" and leaf.grad.tolist() == [0.0] * 3
+
+
+def test_random_integers():
+    import jitgrad
+    assert set(jitgrad.zeros(200, dtype=jitgrad.int64).random_(3, 6).tolist()) == {3, 4, 5}
+    assert set(jitgrad.zeros(200).random_(2).tolist()) == {0.0, 1.0}
+    assert set(jitgrad.multinomial(jitgrad.tensor([1.0, 0.0, 1.0]), 1000, replacement=True).tolist()) == {0, 2}

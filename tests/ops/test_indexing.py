@@ -71,3 +71,19 @@ def test_needs_src_or_value_once():
 ])
 def test_nonzero_and_where_match_torch(call):
     same_as_torch(call)
+
+
+@pytest.mark.parametrize("call", [
+    lambda L: L.arange(6).reshape(2, 3).masked_select(L.tensor([True, False, True])),
+    lambda L: L.masked_select(L.arange(3.0), L.tensor([[True], [False]])),
+    lambda L: L.arange(6).masked_select(L.arange(6)),
+])
+def test_masked_select_matches_torch(call):
+    same_as_torch(call)
+
+
+def test_masked_select_gradient():
+    mask = [[True, False, True, False]] * 3
+    helpers.check_torch(lambda x: x.masked_select(jitgrad.tensor(mask)) * 2,
+                        lambda x: x.masked_select(helpers.require_torch().tensor(mask)) * 2,
+                        [(3, 4)], dtype="float64")

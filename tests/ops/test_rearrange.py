@@ -33,3 +33,20 @@ def test_gradient_node_names():
 
 def test_roll_without_dims_rolls_the_flat_tensor_with_gradients():
     helpers.check_torch(lambda x: x.roll(4) * x, lambda x: x.roll(4) * x, [(3, 4)], dtype="float64")
+
+
+@pytest.mark.parametrize("call", [
+    lambda L: L.arange(6).reshape(2, 3).repeat_interleave(2),
+    lambda L: L.repeat_interleave(L.arange(6).reshape(2, 3), 2, dim=0),
+    lambda L: L.arange(6).reshape(2, 3).repeat_interleave(L.tensor([1, 0, 2]), dim=1),
+    lambda L: L.repeat_interleave(L.tensor([2, 0, 1])),
+    lambda L: L.arange(6).reshape(2, 3).view_as(L.zeros(3, 2)),
+    lambda L: L.arange(6).reshape(2, 3).reshape_as(L.zeros(6)),
+])
+def test_repeat_interleave_and_as_forms(call):
+    same_as_torch(call)
+
+
+def test_repeat_interleave_gradient():
+    helpers.check_torch(lambda x: x.repeat_interleave(3, dim=1), lambda x: x.repeat_interleave(3, dim=1),
+                        [(2, 3)], dtype="float64")
