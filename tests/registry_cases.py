@@ -95,6 +95,7 @@ TORCH_FUNCTIONS = {
     "einsum": lambda torch: lambda *ts, eq: torch.einsum(eq, *ts),
     "sort": lambda torch: lambda *a, **k: torch.sort(*a, **k).values,
     "topk": lambda torch: lambda *a, **k: torch.topk(*a, **k).values,
+    "meshgrid": lambda torch: lambda *ts, indexing: torch.stack(torch.meshgrid(*ts, indexing=indexing)),
 }
 
 

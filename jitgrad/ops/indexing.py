@@ -5,6 +5,7 @@ import numpy as np
 
 from .. import backend
 from ..tensor import Tensor, asarray, ascontiguous, wrap_dim
+from .legacy import scalar_type
 from .registry import Arg, Sample, op
 from .views import make_view, sum_to_size
 
@@ -375,3 +376,65 @@ def masked_select(x, mask):
         raise RuntimeError(f"masked_select: expected BoolTensor for mask, but got {got}")
     shape = np.broadcast_shapes(x._data.shape, mask._data.shape)
     return getitem(x.expand(shape), mask.expand(shape))
+
+
+def _dim_key(x, dim, index, who):
+    """The key that selects `index` (1-D integers) along `dim` of x."""
+    idx = _check_index(index, who)
+    if idx.ndim > 1:
+        raise IndexError(f"{who}_(): Index is supposed to be a vector, but got dim: {idx.ndim} with "
+                         f"type: {scalar_type(index)} and size: {list(idx.shape)}")
+    d = wrap_dim(dim, x._data.ndim)
+    return (slice(None),) * d + (index,)
+
+
+@op(method=True, export=True, inplace=True,
+    samples=(Sample(Arg(4, 3), 0, Arg(5, high=4, kind="int"), Arg(5, 3)),))
+def index_add(x, dim, index, source, *, alpha=1):
+    """x with `alpha * source` added at `index` along `dim` (repeated indices add up).
+
+    >>> import jitgrad
+    >>> jitgrad.zeros(3).index_add(0, jitgrad.tensor([0, 0, 2]), jitgrad.ones(3))
+    tensor([2., 0., 1.])
+    """
+    key = _dim_key(x, dim, index, "index_add")
+    return x + index_put_zeros(source * alpha if alpha != 1 else source, x._data.shape, key)
+
+
+@op(method=True, export=True, inplace=True,
+    samples=(Sample(Arg(4, 3), 1, Arg(2, high=3, kind="int"), 0.5),))
+def index_fill(x, dim, index, value):
+    """x with `value` written at `index` along `dim`."""
+    return index_put(x, _dim_key(x, dim, index, "index_fill"), value)
+
+
+@op(method=True, inplace=True,
+    samples=(Sample(Arg(3, 4), Arg(3, 4, kind="bool"), Arg(20)),))
+def masked_scatter(x, mask, source):
+    """x with the first elements of `source` written, in order, where `mask` is True."""
+    if not isinstance(mask, Tensor) or mask._data.dtype != np.bool_:
+        raise RuntimeError("masked_scatter_ only supports boolean masks")
+    shape = np.broadcast_shapes(x._data.shape, mask._data.shape)
+    m = mask.expand(shape)
+    n = int(m._data.sum())
+    if source.numel() < n:
+        raise RuntimeError(f"Number of elements of source < number of ones in mask ({source.numel()} "
+                           f"< {n}): give masked_scatter at least one value per True")
+    return index_put(x.expand(shape) if shape != x._data.shape else x, m, source.reshape(-1)[:n])
+
+
+@op(method=True)
+def fill_diagonal_(x, fill_value, wrap=False):
+    """Write `fill_value` on the main diagonal of x in place (all dims of equal
+    size, or a tall matrix; with `wrap`, the diagonal restarts every ncols + 1 rows)."""
+    d = x._data
+    if d.ndim < 2 or (d.ndim > 2 and len(set(d.shape)) != 1):
+        raise RuntimeError("all dimensions of input must be of equal length")
+    if d.ndim == 2:  # flat positions k * (ncols + 1): with wrap, past the square part too
+        ncols = d.shape[1]
+        count = -(-d.size // (ncols + 1)) if wrap else min(d.shape)
+        flat = np.arange(count, like=d) * (ncols + 1)
+        key = (Tensor(flat // ncols), Tensor(flat % ncols))
+    else:
+        key = (Tensor(np.arange(d.shape[0], like=d)),) * d.ndim
+    return x.__setitem__(key, fill_value) or x

@@ -3,6 +3,7 @@ jitgrad ops (so twice differentiable)."""
 import numpy as np
 
 from ..tensor import Tensor, asarray
+from .reduce import norm
 from .registry import Arg, Sample, op
 from .views import reshape, squeeze, sum_to_size, transpose, unsqueeze
 
@@ -150,3 +151,19 @@ def outer(a, b):
     if a._data.ndim != 1 or b._data.ndim != 1:
         raise RuntimeError(f"outer: expected 1-D vectors, got {a._data.ndim}-D and {b._data.ndim}-D")
     return unsqueeze(a, 1) * unsqueeze(b, 0)
+
+
+@op(export=True, samples=(Sample(Arg(3, 4), Arg(5, 4)), Sample(Arg(2, 3, 4), Arg(2, 5, 4), 1.0)))
+def cdist(x1, x2, p=2.0):
+    """The p-norm distances between the rows of x1 (..., P, M) and of x2
+    (..., R, M): a (..., P, R) tensor. Composed of a broadcast difference and
+    `norm`, so it is differentiable twice (zero gradient at zero distance).
+
+    >>> import jitgrad
+    >>> jitgrad.cdist(jitgrad.tensor([[0.0, 0.0]]), jitgrad.tensor([[3.0, 4.0], [1.0, 0.0]]))
+    tensor([[5., 1.]])
+    """
+    if x1._data.shape[-1] != x2._data.shape[-1]:
+        raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: "
+                           f"{x1._data.shape[-1]} X2: {x2._data.shape[-1]}")
+    return norm(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, dim=-1)

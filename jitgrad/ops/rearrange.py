@@ -1,12 +1,14 @@
-"""Rearranging copies: roll, repeat, tile. Each is linear in its input; the
-backward undoes the move (roll back) or sums the copies (repeat)."""
+"""Rearranging copies: roll, repeat, tile, repeat_interleave, unfold,
+meshgrid. Each is linear in its input; the backward undoes the move (roll
+back) or sums the copies (repeat; the others through index_select/expand)."""
 import numpy as np
 
 from ..tensor import Tensor, wrap_dim
 from .reduce import sum as _sum
 from .registry import Arg, Sample, op
 from .indexing import index_select
-from .views import _as_shape, reshape
+from .join import stack
+from .views import _as_shape, permute, reshape
 
 
 def _as_tuple(v):
@@ -110,3 +112,63 @@ def repeat_interleave(x, repeats=None, dim=None, *, output_size=None):
     n = x._data.shape[d]
     index = Tensor(np.repeat(np.arange(n, like=x._data), counts))
     return index_select(x, d, index)
+
+
+@op(method=True, samples=(Sample(Arg(2, 7), 1, 3, 2), Sample(Arg(5), 0, 2, 1)))
+def unfold(x, dimension, size, step):
+    """The windows of `size` elements, `step` apart, along `dimension`: that dim
+    becomes the window count and the window is a new last dim (a copy; torch
+    returns a view).
+
+    >>> import jitgrad
+    >>> jitgrad.arange(5).unfold(0, 2, 2)
+    tensor([[0, 1],
+            [2, 3]])
+    """
+    d = wrap_dim(dimension, max(x._data.ndim, 1))
+    n = x._data.shape[d] if x._data.ndim else 1
+    if size > n:
+        raise RuntimeError(f"maximum size for tensor at dimension {d} is {n} but size is {size}")
+    if step <= 0:
+        raise RuntimeError(f"step is {step} but must be > 0")
+    windows = (n - size) // step + 1
+    starts = np.arange(windows, like=x._data) * step
+    index = Tensor((starts[:, None] + np.arange(size, like=x._data)).reshape(-1))
+    shape = x._data.shape
+    picked = reshape(index_select(x, d, index), shape[:d] + (windows, size) + shape[d + 1:])
+    nd = picked._data.ndim
+    return permute(picked, [k for k in range(nd) if k != d + 1] + [d + 1])
+
+
+@op(export=True, test=lambda *ts, indexing: stack(meshgrid(*ts, indexing=indexing)),
+    samples=(Sample(Arg(3), Arg(2), indexing="ij"), Sample(Arg(3), Arg(2), Arg(4), indexing="xy")))
+def meshgrid(*tensors, indexing="ij"):
+    """Coordinate grids of 1-D tensors: the i-th output holds tensors[i] along
+    dim i ('ij'), or with the first two dims swapped ('xy', numpy's and
+    matplotlib's convention).
+
+    >>> import jitgrad
+    >>> xs, ys = jitgrad.meshgrid(jitgrad.tensor([1, 2]), jitgrad.tensor([5, 6, 7]), indexing="ij")
+    >>> xs.shape, ys[0]
+    (jitgrad.Size([2, 3]), tensor([5, 6, 7]))
+    """
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"):
+        raise RuntimeError(f"torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but "
+                           f"received: {indexing}")
+    for i, t in enumerate(tensors):
+        if t._data.ndim > 1:
+            raise RuntimeError(f"torch.meshgrid: Expected 0D or 1D tensor in the tensor list but got: "
+                               f"{t._data.ndim}D (tensor {i})")
+    sizes = [t.numel() for t in tensors]
+    swap = indexing == "xy" and len(tensors) > 1
+    if swap:
+        sizes[0], sizes[1] = sizes[1], sizes[0]
+    grids = []
+    for i, t in enumerate(tensors):
+        axis = {0: 1, 1: 0}.get(i, i) if swap else i
+        shape = [1] * len(tensors)
+        shape[axis] = -1
+        grids.append(reshape(t, shape).expand(*sizes))
+    return tuple(grids)

@@ -83,7 +83,7 @@ def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
 
     >>> import jitgrad
     >>> jitgrad.tensor([float("nan"), float("inf"), -1.0]).nan_to_num(posinf=9.0)
-    tensor([0., 9., -1.])
+    tensor([ 0.,  9., -1.])
     """
     d = x._data
     out = Tensor(np.nan_to_num(d, nan=nan, posinf=posinf, neginf=neginf)

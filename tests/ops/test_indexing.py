@@ -87,3 +87,21 @@ def test_masked_select_gradient():
     helpers.check_torch(lambda x: x.masked_select(jitgrad.tensor(mask)) * 2,
                         lambda x: x.masked_select(helpers.require_torch().tensor(mask)) * 2,
                         [(3, 4)], dtype="float64")
+
+
+@pytest.mark.parametrize("call", [
+    lambda L: L.zeros(3, 4).index_add(0, L.tensor([0, 0, 2]), L.ones(3, 4), alpha=2),
+    lambda L: L.zeros(2, 2).index_add_(1, L.tensor([1]), L.ones(2, 1)),
+    lambda L: L.zeros(3, 4).index_fill(1, L.tensor([1, 3]), 5.0),
+    lambda L: L.zeros(3, 4).index_fill_(0, L.tensor([2]), -1.0),
+    lambda L: L.zeros(3, 4).index_add(0, L.tensor([[0]]), L.ones(1, 4)),
+    lambda L: L.zeros(3, 4).masked_scatter(L.tensor([True, False, True, False]),
+                                           L.arange(12.0).reshape(3, 4)),
+    lambda L: L.zeros(2, 2).masked_scatter_(L.tensor([[True, False], [True, True]]), L.arange(5.0)),
+    lambda L: L.zeros(2, 2).masked_scatter(L.ones(2, 2, dtype=L.bool), L.arange(3.0)),
+    lambda L: L.zeros(5, 3).fill_diagonal_(1.0, wrap=True), lambda L: L.zeros(5, 3).fill_diagonal_(2.0),
+    lambda L: L.zeros(2, 4).fill_diagonal_(1.0, wrap=True), lambda L: L.zeros(3, 3, 3).fill_diagonal_(2.0),
+    lambda L: L.zeros(2, 3, 3).fill_diagonal_(2.0),
+])
+def test_index_add_fill_and_masked_scatter_match_torch(call):
+    same_as_torch(call)

@@ -3,6 +3,7 @@ integer tensors, and the errors for bad input."""
 import pytest
 
 import helpers
+import jitgrad
 from helpers import same_as_torch
 
 
@@ -50,3 +51,21 @@ def test_repeat_interleave_and_as_forms(call):
 def test_repeat_interleave_gradient():
     helpers.check_torch(lambda x: x.repeat_interleave(3, dim=1), lambda x: x.repeat_interleave(3, dim=1),
                         [(2, 3)], dtype="float64")
+
+
+@pytest.mark.parametrize("call", [
+    lambda L: L.arange(7.0).reshape(1, 7).unfold(1, 3, 2), lambda L: L.arange(5).unfold(0, 2, 1),
+    lambda L: L.arange(24).reshape(2, 3, 4).unfold(1, 2, 1),
+    lambda L: L.arange(5).unfold(0, 6, 1), lambda L: L.arange(5).unfold(0, 2, 0),
+    lambda L: L.meshgrid(L.tensor([1, 2]), L.tensor([5, 6, 7]), indexing="ij"),
+    lambda L: L.meshgrid([L.tensor([1, 2]), L.tensor([5, 6, 7]), L.tensor([0])], indexing="xy"),
+    lambda L: L.meshgrid(L.tensor([1, 2]), indexing="xy"),
+    lambda L: L.meshgrid(L.ones(2), indexing="yx"),
+])
+def test_unfold_and_meshgrid_match_torch(call):
+    same_as_torch(call)
+
+
+def test_meshgrid_of_a_matrix_is_refused():
+    with pytest.raises(RuntimeError, match="Expected 0D or 1D tensor in the tensor list but got: 2D"):
+        jitgrad.meshgrid(jitgrad.ones(2, 2), indexing="ij")

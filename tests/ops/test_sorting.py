@@ -41,3 +41,23 @@ def test_gradient_goes_back_to_the_sorted_positions():
                         lambda x: x.sort(0, descending=True).values * 2, [(4, 3)])
     helpers.check_torch(lambda x: x.topk(2, 0).values.exp(), lambda x: x.topk(2, 0).values.exp(),
                         [(4, 3)], dtype="float64")
+
+
+@pytest.mark.parametrize("call", [
+    lambda L: L.unique(L.tensor([3, 1, 2, 3, 1])),
+    lambda L: L.tensor([3, 1, 2, 3, 1]).unique(return_inverse=True, return_counts=True),
+    lambda L: L.unique(L.tensor([[1, 2], [1, 2], [0, 1]]), dim=0, return_inverse=True),
+    lambda L: L.unique(L.tensor([2.0, 1.0, 2.0]), return_counts=True),
+    lambda L: L.bincount(L.tensor([3, 1, 1])), lambda L: L.tensor([0, 2]).bincount(minlength=4),
+    lambda L: L.bincount(L.tensor([0, 2, 2]), weights=L.tensor([0.5, 1.0, 2.0])),
+    lambda L: L.bincount(L.tensor([-1])), lambda L: L.bincount(L.tensor([[1]])),
+    lambda L: L.bincount(L.tensor([1.0])),
+    lambda L: L.searchsorted(L.tensor([1, 3, 5]), L.tensor([0, 1, 4, 6])),
+    lambda L: L.searchsorted(L.tensor([1, 3, 5]), L.tensor([[0, 1], [4, 6]]), right=True),
+    lambda L: L.searchsorted(L.tensor([[1, 3], [2, 4]]), L.tensor([[2], [3]])),
+    lambda L: L.searchsorted(L.tensor([1.0, 3.0]), L.tensor([3.0]), side="right", out_int32=True),
+    lambda L: L.bucketize(L.tensor([0, 1, 4, 6]), L.tensor([1, 3, 5])),
+    lambda L: L.bucketize(L.tensor([[0.5, 3.0]]), L.tensor([1.0, 3.0]), right=True),
+])
+def test_searching_and_counting_match_torch(call):
+    same_as_torch(call)
