@@ -9,7 +9,7 @@ from . import formulas as E
 from . import inplace as I
 from . import (compare, convert, creation, einsum, indexing, join, legacy, linalg, nn, rearrange,
                reduce, rounding, sorting, triangular, views)
-from .registry import API_BUILT, OPS, REGISTRY
+from .registry import API_BUILT, OPS, REGISTRY, Arg, Sample, op
 
 # ---- functions with torch's extra arguments -----------------------------------------------
 
@@ -28,6 +28,22 @@ def rsub(x, other, alpha=1):
 
 def pow(x, exponent):
     return E.pow(x, exponent)
+
+
+@op(method=True, export=True, inplace=True, samples=(Sample(Arg(3, 4), 0.2),))
+def clamp_min(x, min):
+    return E.clamp(x, min, None)
+
+
+@op(method=True, export=True, inplace=True, samples=(Sample(Arg(3, 4), -0.2),))
+def clamp_max(x, max):
+    return E.clamp(x, None, max)
+
+
+@op(method=True, export=True)
+def positive(x):
+    """x itself (torch's unary plus)."""
+    return x
 
 
 def _bool_mask(mask, who):
@@ -182,16 +198,34 @@ def _method_table():
     for d in OPS.values():
         m.update((n, d.function) for n in d.methods)
         m.update((n + "_", _inplace_op_method(d.function)) for n in d.inplace)
-    m.update(add=add, sub=sub, pow=pow, clamp=E.clamp, clip=E.clamp, lerp=E.lerp,
-             masked_fill=masked_fill, negative=E.neg, absolute=E.abs, multiply=E.mul,
-             divide=E.div, true_divide=E.div, subtract=sub, greater=E.gt, less=E.lt,
+    m.update(add=add, sub=sub, pow=pow, clamp=E.clamp, lerp=E.lerp, masked_fill=masked_fill,
              where=lambda x, condition, y: E.where(condition, x, y), to=to,
              bitwise_and=bitwise_and, bitwise_or=bitwise_or, bitwise_xor=bitwise_xor,
              bitwise_not=bitwise_not, logical_not=logical_not)
     m.update(add_=add_, sub_=sub_, pow_=lambda x, e: I.inplace_elementwise(E.pow.op, x, e),
-             clamp_=clamp_, clip_=clamp_, fill_=fill_, zero_=zero_, copy_=copy_,
+             clamp_=clamp_, fill_=fill_, zero_=zero_, copy_=copy_,
              masked_fill_=masked_fill_)
-    return m
+    return _with_aliases(m)
+
+
+# torch's other names for the same op: alias -> name (functions, methods and, where the
+# op has one, the in-place method)
+ALIASES = {
+    "negative": "neg", "absolute": "abs", "multiply": "mul", "divide": "div",
+    "true_divide": "div", "subtract": "sub", "clip": "clamp", "greater": "gt",
+    "greater_equal": "ge", "less": "lt", "less_equal": "le", "not_equal": "ne",
+    "arccos": "acos", "arcsin": "asin", "arctan": "atan", "arctan2": "atan2",
+    "swapaxes": "transpose", "swapdims": "transpose", "moveaxis": "movedim", "fix": "trunc",
+    "concatenate": "cat",
+}
+
+
+def _with_aliases(table):
+    for alias, name in ALIASES.items():
+        for suffix in ("", "_"):
+            if name + suffix in table:
+                table.setdefault(alias + suffix, table[name + suffix])
+    return table
 
 
 def _conversions():

@@ -67,3 +67,31 @@ def test_logical_ops(name):
     same_as_torch(lambda L: getattr(L, name)(L.tensor([[0.0, 1.5, NAN]]), L.tensor([[1], [0]])))
     same_as_torch(lambda L: getattr(L.tensor([True, False]), name)(L.tensor([True, True])))
     same_as_torch(lambda L: getattr(L, name)(L.ones(2), L.ones(3)))
+
+
+ALIAS_CALLS = {
+    "arccos": lambda L: L.arccos(L.tensor([0.5, -0.2])), "arcsin": lambda L: L.tensor([0.5]).arcsin_(),
+    "arctan2": lambda L: L.arctan2(L.tensor([1.0]), L.tensor([-1.0])),
+    "greater_equal": lambda L: L.tensor([1.0, 2.0]).greater_equal(1.5),
+    "less_equal": lambda L: L.less_equal(L.tensor([1, 2]), 1), "not_equal": lambda L: L.not_equal(L.tensor([1, 2]), 1),
+    "fix": lambda L: L.fix(L.tensor([-1.5, 1.5])), "concatenate": lambda L: L.concatenate([L.ones(1), L.zeros(2)]),
+    "clamp_min": lambda L: L.clamp_min(L.tensor([-1.0, 2.0]), 0.0),
+    "clamp_max_": lambda L: L.tensor([-1.0, 2.0]).clamp_max_(0.0),
+    "positive": lambda L: L.positive(L.tensor([-1.0])),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ALIAS_CALLS))
+def test_aliases_match_torch(name):
+    same_as_torch(ALIAS_CALLS[name])
+
+
+def test_every_alias_is_its_op():
+    import jitgrad
+    from jitgrad.ops.methods import ALIASES
+    def unwrapped(fn):  # the function a jitgrad.compile trace wrapper records
+        return getattr(fn, "__wrapped_op__", fn)
+    for alias, name in ALIASES.items():
+        assert unwrapped(getattr(jitgrad.Tensor, alias)) is unwrapped(getattr(jitgrad.Tensor, name))
+        if hasattr(jitgrad, name):
+            assert getattr(jitgrad, alias) is getattr(jitgrad, name) and alias in jitgrad.__all__
