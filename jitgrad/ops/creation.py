@@ -10,11 +10,60 @@ from .inplace import apply_inplace
 from .registry import op
 
 
+def _fresh_seed():
+    return int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+
 class _Generator:
-    rng = np.random.default_rng()
+    initial_seed = _fresh_seed()
+    rng = np.random.default_rng(initial_seed)
 
 
 _gen = _Generator()
+
+
+def manual_seed(seed):
+    """Seed jitgrad's generator (rand, randn, randint, normal, dropout, ...)."""
+    _gen.initial_seed = int(seed)
+    _gen.rng = np.random.default_rng(_gen.initial_seed)
+    return _gen
+
+
+def seed():
+    """Seed the generator from fresh entropy; returns the seed."""
+    return manual_seed(_fresh_seed()).initial_seed
+
+
+def initial_seed():
+    """The seed the generator last started from."""
+    return _gen.initial_seed
+
+
+_WORD = 2 ** 64
+
+
+def get_rng_state():
+    """The generator's state as an int64 tensor (numpy's PCG64: state and increment
+    as two 64-bit words each, then its buffered-draw fields), for `set_rng_state`.
+    torch's is a uint8 tensor of its own generator: the two do not mix."""
+    st = _gen.rng.bit_generator.state
+    words = [st["state"]["state"] // _WORD, st["state"]["state"] % _WORD,
+             st["state"]["inc"] // _WORD, st["state"]["inc"] % _WORD, st["has_uint32"], st["uinteger"]]
+    return Tensor(np.array(words, dtype=np.uint64).view(np.int64))
+
+
+def set_rng_state(new_state):
+    """Restore a state that `get_rng_state` returned."""
+    if not isinstance(new_state, Tensor) or new_state._data.shape != (6,) or \
+            new_state._data.dtype != np.int64:
+        raise RuntimeError("set_rng_state: expected the int64 tensor of 6 words that "
+                           "jitgrad.get_rng_state() returns (torch's states do not apply)")
+    w = [int(v) for v in new_state.cpu()._data.view(np.uint64)]
+    bit_generator = np.random.PCG64()
+    bit_generator.state = {"bit_generator": "PCG64",
+                           "state": {"state": w[0] * _WORD + w[1], "inc": w[2] * _WORD + w[3]},
+                           "has_uint32": w[4], "uinteger": w[5]}
+    _gen.rng = np.random.Generator(bit_generator)
 
 
 class _DefaultDevice:
@@ -43,12 +92,6 @@ def get_default_device():
 
 def _device(device):
     return check_device(device if device is not None else _default.device)
-
-
-def manual_seed(seed):
-    """Seed jitgrad's generator (rand, randn, randint, dropout)."""
-    _gen.rng = np.random.default_rng(int(seed))
-    return _gen
 
 
 def _finish(arr, dtype, device, requires_grad):

@@ -247,3 +247,17 @@ def test_random_integers():
     assert set(jitgrad.zeros(200, dtype=jitgrad.int64).random_(3, 6).tolist()) == {3, 4, 5}
     assert set(jitgrad.zeros(200).random_(2).tolist()) == {0.0, 1.0}
     assert set(jitgrad.multinomial(jitgrad.tensor([1.0, 0.0, 1.0]), 1000, replacement=True).tolist()) == {0, 2}
+
+
+def test_rng_state_round_trip_and_seeds():
+    import jitgrad
+    jitgrad.manual_seed(7)
+    assert jitgrad.initial_seed() == 7
+    state = jitgrad.get_rng_state()
+    first = jitgrad.randn(4)
+    jitgrad.set_rng_state(state)
+    assert jitgrad.randn(4).equal(first)
+    s = jitgrad.seed()
+    assert s == jitgrad.initial_seed() and s >= 0
+    with pytest.raises(RuntimeError, match="int64 tensor of 6 words"):
+        jitgrad.set_rng_state(jitgrad.zeros(3))
