@@ -452,7 +452,7 @@ def _reverse_cumsum(t, dim):
 def _zero_split(x, dim):
     """Masks along dim: before the first zero, at it, and from it on; and x with
     that first zero set to 1 (the products that skip it)."""
-    zeros_so_far = cumsum(E.eq(x, 0), dim)
+    zeros_so_far = cumsum(E.eq(x, 0).to(_dt.int64), dim)  # counted in int64 on every device
     before = E.eq(zeros_so_far, 0)
     first_zero = E.eq(x, 0) * E.eq(zeros_so_far, 1)
     skipped = E.where(first_zero, 1.0, x)
@@ -498,5 +498,5 @@ def cumprod(x, dim, dtype=None):
     # float32 and float16 accumulate in float64, as torch's CPU kernel: a product that
     # passes the float32 limit can come back under it
     wide = np.float64 if d.dtype in (np.float32, np.float16) else out_dt
-    out = Tensor((np.cumprod(d, axis=ax, dtype=wide) if d.ndim else d.copy()).astype(out_dt))
+    out = Tensor((np.cumprod(d.astype(wide), axis=ax) if d.ndim else d.copy()).astype(out_dt))
     return cumprod.op.emit(out, (x,), (ax,), (x, out))
