@@ -190,6 +190,13 @@ NOTES = """\
 - `einsum` contracts its operands pairwise, left to right, with batched
   matmuls (torch may reorder them); sums at the float limits can overflow in
   one order and not the other.
+- `diagonal` and `unfold` return copies (torch: views), so writing into their
+  result does not change the input; `fill_diagonal_` writes in place.
+- Random numbers come from numpy's PCG64 generator: a seed gives other numbers
+  than torch's, and `get_rng_state()` is an int64 tensor of that generator's
+  state (torch: a uint8 tensor of its own), for `set_rng_state` only.
+- `unique`, `bernoulli` and `multinomial` results never require grad (torch
+  marks some as requiring grad, then fails in backward).
 - On CUDA, the ops above that have no CUDA kernel yet (sorting, `roll`,
   `repeat`/`tile`, ...) run on the host, one copy each way, with
   `jitgrad.cuda`'s warning (see docs/cuda.md).
