@@ -40,6 +40,20 @@ def clamp_max(x, max):
     return E.clamp(x, None, max)
 
 
+@op(method=True, export=True, inplace=True,
+    samples=(Sample(Arg(3, 4), Arg(3, 4), Arg(4), value=0.5),))
+def addcmul(x, tensor1, tensor2, *, value=1):
+    """x + value * tensor1 * tensor2."""
+    return E.add(x, E.mul(tensor1, tensor2) * value if value != 1 else E.mul(tensor1, tensor2))
+
+
+@op(method=True, export=True, inplace=True,
+    samples=(Sample(Arg(3, 4), Arg(3, 4), Arg(4, low=0.5, high=1.5), value=-2.0),))
+def addcdiv(x, tensor1, tensor2, *, value=1):
+    """x + value * tensor1 / tensor2."""
+    return E.add(x, E.div(tensor1, tensor2) * value if value != 1 else E.div(tensor1, tensor2))
+
+
 @op(method=True, export=True)
 def positive(x):
     """x itself (torch's unary plus)."""

@@ -103,6 +103,10 @@ EXCEPTIONS = {
     "einsum": ("products at the float limits summed in another order (jitgrad contracts "
                "pairwise with matmul): one order overflows where the other does not",
                lambda v, where: np.abs(v) > np.sqrt(_fi(v).max)),
+    **{op: ("products at the float limits: torch's fused gemm scales and sums them in its own "
+            "order (jitgrad: matmul, then sums and scales), so one gives inf where the other gives "
+            "nan", lambda v, where: np.abs(v) > np.sqrt(_fi(v).max))
+       for op in ("addmm", "addbmm", "baddbmm")},
     "cdist": ("jitgrad's gradient is norm's: 0 where a distance overflows, and for p=1 "
               "sign(nan) = 0 at a NaN; torch's cdist kernel gives nan there",
               lambda v, where: np.isnan(v) | (np.abs(v) > np.sqrt(_fi(v).max))),
