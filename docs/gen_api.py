@@ -188,20 +188,25 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description="Generate docs/api.md from jitgrad's docstrings.")
     ap.add_argument("--check", action="store_true", help="only check that docs/api.md is current")
     args = ap.parse_args(argv)
-    text = render()
-    if args.check:
+    return write_or_check(render(), OUTPUT, "docs/gen_api.py", args.check)
+
+
+def write_or_check(text, output, script, check):
+    """Write `text` to `output`, or with `check` only compare: 1 if it differs.
+    Shared by the docs/ generators."""
+    if check:
         try:
-            with open(OUTPUT) as f:
+            with open(output) as f:
                 current = f.read()
         except OSError:
             current = None
         if current != text:
-            print(f"{OUTPUT} is out of date: run python docs/gen_api.py", file=sys.stderr)
+            print(f"{output} is out of date: run python {script}", file=sys.stderr)
             return 1
         return 0
-    with open(OUTPUT, "w") as f:
+    with open(output, "w") as f:
         f.write(text)
-    print(f"wrote {OUTPUT}")
+    print(f"wrote {output}")
     return 0
 
 

@@ -14,7 +14,7 @@ from .dtypes import (bool_ as bool, cdouble, cfloat, complex64, complex128, doub
                      float16, float32, float64, get_default_dtype, half, int, int32, int64, long,
                      set_default_dtype)
 from .tensor import Size, Tensor, device
-from .ops.methods import attach as _attach_methods
+from .ops.methods import ALIASES as _ALIASES, attach as _attach_methods
 from .ops.creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like,
                            linspace, manual_seed, ones, ones_like, rand, rand_like, randint, randn,
                            randn_like, tensor, zeros, zeros_like)
@@ -32,14 +32,27 @@ from .serialization import load, save
 from .autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
                                  is_inference_mode_enabled, no_grad, set_grad_enabled)
 
+# torch's tensor API around the ops: default device, legacy tensor types
+from .ops.creation import (bernoulli, get_default_device, get_rng_state, initial_seed, multinomial,
+                           randint_like, randperm, seed, set_default_device, set_rng_state)
+from .ops.legacy import BoolTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor, LongTensor
+
+
+def is_floating_point(x):
+    return x.is_floating_point()
+
+
+def is_complex(x):
+    return x.is_complex()
+
+
 # The registry's public ops (formula entries and declared ops with export flags), and
 # torch's aliases.
 _attach_methods()  # Tensor methods and operators, from the op tables
 _registry_ops = _exported_functions()
 globals().update(_registry_ops)
-negative, absolute, multiply, divide = (_registry_ops[n] for n in ("neg", "abs", "mul", "div"))
-subtract = sub
 del _registry_ops
+globals().update((alias, globals()[name]) for alias, name in _ALIASES.items() if name in globals())
 
 
 def detach(x):
@@ -70,4 +83,9 @@ __all__ = [
     "utils", "save", "load"
 ]
 __all__ += _exported_functions()
+# torch's tensor API around the ops (the block above)
+__all__ += [alias for alias, name in _ALIASES.items() if name in globals() and alias not in __all__]
+__all__ += ["bernoulli", "get_default_device", "get_rng_state", "initial_seed", "multinomial",
+            "randint_like", "randperm", "seed", "set_default_device", "set_rng_state", "BoolTensor", "DoubleTensor", "FloatTensor", "HalfTensor",
+            "IntTensor", "LongTensor", "is_floating_point", "is_complex"]
 __all__.sort(key=lambda n: (n.lower(), n))

@@ -314,3 +314,34 @@ def assert_equal_tensors(jg, th):
     assert dtype_name(jg) == dtype_name(th)
     assert tuple(jg.shape) == tuple(th.shape)
     np.testing.assert_array_equal(to_numpy(jg), to_numpy(th))
+
+
+def same_as_torch(fn):
+    """fn(jitgrad) gives what fn(torch) gives: equal tensors (dtype, shape, values),
+    numbers, bools and tuples of them; or, where torch raises, the same exception
+    class with torch's message (its first line, in any case) at the start of
+    jitgrad's, which may add a hint. Other objects (dtypes, sizes) compare by
+    repr, 'torch' read as 'jitgrad'."""
+    torch = require_torch()
+    try:
+        want = fn(torch)
+    except Exception as e:  # noqa: BLE001 -- any torch error is the expected outcome
+        with pytest.raises(type(e)) as got:
+            fn(jitgrad)
+        assert str(got.value).lower().startswith(str(e).split("\n")[0].lower()), (
+            str(got.value), str(e))
+        return
+    _assert_same_value(fn(jitgrad), want)
+
+
+def _assert_same_value(jg, th):
+    if isinstance(th, (tuple, list)):
+        assert isinstance(jg, (tuple, list)) and len(jg) == len(th), (jg, th)
+        for a, b in zip(jg, th):
+            _assert_same_value(a, b)
+    elif hasattr(th, "detach"):
+        assert_equal_tensors(jg, th)
+    elif isinstance(th, (bool, int, float, str)):
+        assert type(jg) is type(th) and jg == th, (jg, th)
+    else:
+        assert repr(jg) == repr(th).replace("torch", "jitgrad"), (jg, th)

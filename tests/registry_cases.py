@@ -92,6 +92,10 @@ TORCH_FUNCTIONS = {
     "unbind": lambda torch: lambda x, dim=0: torch.stack(torch.unbind(x, dim), dim),
     "max": lambda torch: _values(torch.max),
     "min": lambda torch: _values(torch.min),
+    "einsum": lambda torch: lambda *ts, eq: torch.einsum(eq, *ts),
+    "sort": lambda torch: lambda *a, **k: torch.sort(*a, **k).values,
+    "topk": lambda torch: lambda *a, **k: torch.topk(*a, **k).values,
+    "meshgrid": lambda torch: lambda *ts, indexing: torch.stack(torch.meshgrid(*ts, indexing=indexing)),
 }
 
 

@@ -3,27 +3,101 @@ import numpy as np
 
 from .. import backend
 from .. import dtypes as _dt
+from ..errors import size_mismatch
 from .._trace import traced
-from ..tensor import Tensor, check_device, on_device
+from ..tensor import CPU, Tensor, check_device, on_device
+from .inplace import apply_inplace
+from .registry import op
+
+
+def _fresh_seed():
+    return int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> np.uint64(1))
 
 
 class _Generator:
-    rng = np.random.default_rng()
+    initial_seed = _fresh_seed()
+    rng = np.random.default_rng(initial_seed)
 
 
 _gen = _Generator()
 
 
 def manual_seed(seed):
-    """Seed jitgrad's generator (rand, randn, randint, dropout)."""
-    _gen.rng = np.random.default_rng(int(seed))
+    """Seed jitgrad's generator (rand, randn, randint, normal, dropout, ...)."""
+    _gen.initial_seed = int(seed)
+    _gen.rng = np.random.default_rng(_gen.initial_seed)
     return _gen
+
+
+def seed():
+    """Seed the generator from fresh entropy; returns the seed."""
+    return manual_seed(_fresh_seed()).initial_seed
+
+
+def initial_seed():
+    """The seed the generator last started from."""
+    return _gen.initial_seed
+
+
+_WORD = 2 ** 64
+
+
+def get_rng_state():
+    """The generator's state as an int64 tensor (numpy's PCG64: state and increment
+    as two 64-bit words each, then its buffered-draw fields), for `set_rng_state`.
+    torch's is a uint8 tensor of its own generator: the two do not mix."""
+    st = _gen.rng.bit_generator.state
+    words = [st["state"]["state"] // _WORD, st["state"]["state"] % _WORD,
+             st["state"]["inc"] // _WORD, st["state"]["inc"] % _WORD, st["has_uint32"], st["uinteger"]]
+    return Tensor(np.array(words, dtype=np.uint64).view(np.int64))
+
+
+def set_rng_state(new_state):
+    """Restore a state that `get_rng_state` returned."""
+    if not isinstance(new_state, Tensor) or new_state._data.shape != (6,) or \
+            new_state._data.dtype != np.int64:
+        raise RuntimeError("set_rng_state: expected the int64 tensor of 6 words that "
+                           "jitgrad.get_rng_state() returns (torch's states do not apply)")
+    w = [int(v) for v in new_state.cpu()._data.view(np.uint64)]
+    bit_generator = np.random.PCG64()
+    bit_generator.state = {"bit_generator": "PCG64",
+                           "state": {"state": w[0] * _WORD + w[1], "inc": w[2] * _WORD + w[3]},
+                           "has_uint32": w[4], "uinteger": w[5]}
+    _gen.rng = np.random.Generator(bit_generator)
+
+
+class _DefaultDevice:
+    device = CPU
+
+
+_default = _DefaultDevice()
+
+
+def set_default_device(device):
+    """The device factories use when they get no `device=` (None: the CPU again).
+    Unlike torch, the device is checked here rather than at the first factory call,
+    and `.to()`, `from_numpy` and `*_like` factories are not affected (as in torch).
+
+    >>> import jitgrad
+    >>> jitgrad.set_default_device("cpu")
+    >>> jitgrad.get_default_device()
+    device(type='cpu')
+    """
+    _default.device = check_device(device)
+
+
+def get_default_device():
+    return _default.device
+
+
+def _device(device):
+    return check_device(device if device is not None else _default.device)
 
 
 def _finish(arr, dtype, device, requires_grad):
     """The new tensor's array in `dtype`, on `device` (host values are made first and
     copied to a GPU in one transfer)."""
-    dev = check_device(device)
+    dev = _device(device)
     if dtype is not None:
         np_dt = _dt.to_dtype(dtype).np
         if arr.dtype != np_dt:
@@ -132,7 +206,7 @@ def _float_np(dtype):
 def _filled(shape, np_dt, value, device, requires_grad):
     """A new tensor of `shape` filled with `value` (None: uninitialized), made
     directly on its device."""
-    dev = check_device(device)
+    dev = _device(device)
     dev_backend = backend.named(dev.type)
     arr = dev_backend.empty(shape, np_dt) if value is None else dev_backend.full(shape, value, np_dt)
     return _finish(arr, None, dev, requires_grad)
@@ -271,9 +345,219 @@ def randn_like(x, dtype=None, device=None, requires_grad=False):
                  requires_grad=requires_grad)
 
 
+def randint_like(x, low=0, high=None, dtype=None, device=None, requires_grad=False):
+    """Random integers in [low, high) (`randint_like(x, high)` or `(x, low, high)`)
+    of x's shape, in x's dtype unless `dtype` says otherwise.
+
+    >>> import jitgrad
+    >>> jitgrad.randint_like(jitgrad.zeros(2, 3), 5).dtype
+    jitgrad.float32
+    """
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, x._data.shape, dtype=dtype or _dt.from_np(x._data.dtype),
+                   device=device or x.device, requires_grad=requires_grad)
+
+
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
+    """A random permutation of 0 .. n-1 (int64 unless `dtype` says otherwise)."""
+    return _finish(_gen.rng.permutation(int(n)).astype(np.int64), dtype, device, requires_grad)
+
+
+def bernoulli(x, p=None, *, generator=None):
+    """1 with probability x (or `p`) for each element, else 0, in x's dtype; not
+    differentiable (torch passes zeros)."""
+    probs = x._data if p is None else p
+    draw = _gen.rng.random(x._data.shape) < (probs.get() if hasattr(probs, "get") else probs)
+    return Tensor(on_device(draw.astype(x._data.dtype), x.device))
+
+
+def multinomial(x, num_samples, replacement=False, *, generator=None):
+    """Indices drawn from the categories of each row of x, with probabilities
+    proportional to its (non-negative) weights: (num_samples,) for a vector,
+    (rows, num_samples) for a matrix.
+
+    >>> import jitgrad
+    >>> jitgrad.multinomial(jitgrad.tensor([0.0, 1.0, 0.0]), 2, replacement=True)
+    tensor([1, 1])
+    """
+    w = np.asarray(x.cpu()._data, dtype=np.float64)
+    if w.ndim not in (1, 2):
+        raise RuntimeError("prob_dist must be 1 or 2 dim")
+    rows = w.reshape(-1, w.shape[-1])
+    if not np.isfinite(rows).all() or (rows < 0).any():
+        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+    if (rows.sum(axis=1) <= 0).any():
+        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+    if not replacement and num_samples > w.shape[-1]:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+    if replacement:
+        out = np.stack([_gen.rng.choice(w.shape[-1], num_samples, p=r / r.sum()) for r in rows])
+    else:  # the smallest exponential(1) / weight keys: sampling without replacement, and
+        # categories of weight 0 come last (in order), as torch returns them
+        with np.errstate(divide="ignore"):
+            keys = _gen.rng.exponential(size=rows.shape) / rows
+        out = np.argsort(keys, axis=1, kind="stable")[:, :num_samples]
+    out = out.astype(np.int64)
+    return Tensor(on_device(out.reshape(w.shape[:-1] + (num_samples,)), x.device))
+
+
+def _normal_backward(node, g):
+    """torch's normal() passes zeros to mean and std: a sample is not a function of them."""
+    return tuple(None if shape is None else zeros_as(shape, g._data.dtype, g)
+                 for shape in node._attrs)
+
+
+def _normal_operand(v, name):
+    if not isinstance(v, Tensor):
+        return None, float(v)
+    if v._data.dtype.kind not in "fc":
+        raise RuntimeError(f"normal expects a floating point {name}, but got a tensor of dtype "
+                           f"{v.dtype.name}; convert it with .float()")
+    return v, v._data
+
+
+@op("NormalBackward3", backward=_normal_backward, export=True)
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
+           requires_grad=False):
+    """Samples of N(mean, std**2), as torch's overloads: `normal(mean_tensor,
+    std_tensor)` (broadcast), `normal(mean_tensor, std=1.0)`, `normal(mean,
+    std_tensor)`, or `normal(mean, std, size)` for numbers. Gradients to mean and
+    std are zeros, as torch's.
+
+    >>> import jitgrad
+    >>> _ = jitgrad.manual_seed(0)
+    >>> jitgrad.normal(0.0, 1.0, (2, 3)).shape
+    jitgrad.Size([2, 3])
+    >>> jitgrad.normal(jitgrad.zeros(4), jitgrad.ones(4)).shape
+    jitgrad.Size([4])
+    """
+    mean_t, m = _normal_operand(mean, "mean")
+    std_t, sd = _normal_operand(std, "std")
+    if mean_t is None and std_t is None:
+        if size is None:
+            raise TypeError("normal() received an invalid combination of arguments - got "
+                            "(float, float), but expected one of: (Tensor mean, Tensor std), "
+                            "(Tensor mean, float std=1), (float mean, Tensor std), (float mean, "
+                            "float std, tuple of ints size)")
+        if sd < 0:
+            raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+        return _finish(m + sd * _gen.rng.standard_normal(_size((size,))), _float_np(dtype), device,
+                       requires_grad)
+    if size is not None:
+        raise TypeError("normal(): size is only for a number mean and std; the result takes the "
+                        "shape of the tensor mean or std")
+    if (sd < 0).any() if std_t is not None else sd < 0:
+        raise RuntimeError("normal expects all elements of std >= 0.0" if std_t is not None else
+                           f"normal expects std >= 0.0, but found std {std}")
+    try:
+        shape = np.broadcast_shapes(np.shape(m), np.shape(sd))
+    except ValueError:
+        raise RuntimeError(size_mismatch(np.shape(m), np.shape(sd))) from None
+    ref = mean_t if mean_t is not None else std_t
+    dt = ref._data.dtype if std_t is None or mean_t is None else _dt.promote_np(
+        mean_t._data.dtype, std_t._data.dtype)
+    draw = on_device(_gen.rng.standard_normal(shape).astype(dt), ref.device)
+    out = Tensor((m + sd * draw).astype(dt, copy=False))
+    node = ("NormalBackward3" if mean_t is not None and std_t is not None else
+            "NormalBackward1" if mean_t is not None else "NormalBackward2")
+    attrs = tuple(t._data.shape if t is not None else None for t in (mean_t, std_t))
+    return normal.op.emit(out, (mean_t, std_t), attrs, node=node)
+
+
+# ---- methods: x.new_*(...) and in-place random fills ------------------------------------------
+
+
+def _new(fill):
+    def new(x, *size, dtype=None, device=None, requires_grad=False):
+        return fill(*size, dtype=dtype or x.dtype, device=device or x.device,
+                    requires_grad=requires_grad)
+    new.__name__ = "new_" + fill.__name__
+    new.__doc__ = f"`{fill.__name__}(*size)` with x's dtype and device unless given."
+    return new
+
+
+new_zeros, new_ones, new_empty = _new(zeros), _new(ones), _new(empty)
+
+
+def new_full(x, size, fill_value, dtype=None, device=None, requires_grad=False):
+    return full(size, fill_value, dtype=dtype or x.dtype, device=device or x.device,
+                requires_grad=requires_grad)
+
+
+def new_tensor(x, data, dtype=None, device=None, requires_grad=False):
+    """`tensor(data)` with x's dtype and device unless given.
+
+    >>> import jitgrad
+    >>> jitgrad.zeros(2, dtype=jitgrad.float64).new_tensor([1, 2])
+    tensor([1., 2.], dtype=jitgrad.float64)
+    """
+    return tensor(data, dtype=dtype or x.dtype, device=device or x.device,
+                  requires_grad=requires_grad)
+
+
+def _check_std(std):
+    if std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
+
+
+def _check_range(low, high):
+    if low > high:
+        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={low:g} > "
+                           f"to={high:g}")
+
+
+def _random_to(x, to):
+    """random_()'s default upper bound: every integer the dtype holds exactly."""
+    d = x._data.dtype
+    return 2 ** (np.finfo(d).nmant + 1) + 1 if d.kind == "f" else int(np.iinfo(d).max)
+
+
+# name -> (check of the parameters, draw(rng, x, shape, *parameters) -> host values)
+RANDOM_FILLS = {
+    "normal_": (lambda mean=0.0, std=1.0: _check_std(std),
+                lambda rng, x, shape, mean=0.0, std=1.0: rng.normal(mean, std, shape)),
+    "uniform_": (lambda low=0.0, high=1.0: _check_range(low, high),
+                 lambda rng, x, shape, low=0.0, high=1.0: rng.uniform(low, high, shape)),
+    "exponential_": (lambda lambd=1.0: None,
+                     lambda rng, x, shape, lambd=1.0: rng.exponential(1.0 / lambd, shape)),
+    "bernoulli_": (lambda p=0.5: None,
+                   lambda rng, x, shape, p=0.5: rng.random(shape) < (
+                       p.cpu().numpy() if isinstance(p, Tensor) else p)),
+    "random_": (lambda low=0, high=None: None,
+                lambda rng, x, shape, low=0, high=None: rng.integers(low, high, shape) if high
+                is not None else rng.integers(0, low or _random_to(x, high), shape)),
+}
+
+
+@op("NormalBackward0", backward=lambda node, g: (zeros_as(node._attrs[0], g._data.dtype, g),),
+    jvp=lambda b, out, inputs, attrs, tx: b.zeros(None, out))
+def _drawn(x, values, node):
+    """`values` in place of x's: what a random fill gives, with torch's zero
+    gradient to x's old value (its history ends here, as torch's NormalBackward0)."""
+    return _drawn.op.emit(Tensor(on_device(values, x.device)), (x,), (x._data.shape,), node=node)
+
+
+def _random_fill(name):
+    check, draw = RANDOM_FILLS[name]
+    node = name[:-1].capitalize() + "Backward0"
+
+    def fill(x, *params, generator=None):
+        """Fill x in place with random values (torch's parameters, positional)."""
+        check(*params)
+        values = np.asarray(draw(_gen.rng, x, x._data.shape, *params)).astype(x._data.dtype)
+        return apply_inplace(x, lambda t: _drawn(t, values, node))
+    fill.__name__ = name
+    return fill
+
+
+random_fills = {name: _random_fill(name) for name in RANDOM_FILLS}
+
+
 # A jitgrad.compile trace records each call and makes the tensor again on every
 # replay (random ones draw new numbers, as eager would).
 for _name in ("zeros_as", "manual_seed", "tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full",
               "zeros_like", "ones_like", "empty_like", "full_like", "arange", "linspace", "eye",
-              "rand", "randn", "randint", "rand_like", "randn_like"):
+              "rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "randperm",
+              "bernoulli", "multinomial"):
     globals()[_name] = traced(globals()[_name])

@@ -13,6 +13,7 @@ import functools
 import numpy as np
 
 from .pointwise import FORMULA_FUNCTIONS
+from .indexing import nonzero
 from .registry import elementwise as _ew
 
 _op = functools.partial(_ew, export=True, method=True)
@@ -203,7 +204,16 @@ eq = _op("eq", _XY, out="x == y", bool_out=True, floating=False)
 ne = _op("ne", _XY, out="x != y", bool_out=True, floating=False)
 
 
-def where(condition, x, y):
+def where(condition, x=None, y=None):
+    """x where condition holds, else y; `where(condition)` alone is
+    `nonzero(condition, as_tuple=True)`, as in torch."""
+    if x is None and y is None:
+        return nonzero(condition, as_tuple=True)
+    if x is None or y is None:
+        got = ", ".join(type(v).__name__ for v in (condition, x, y) if v is not None)
+        raise TypeError(f"where() received an invalid combination of arguments - got ({got}), but "
+                        "expected one of: (Tensor condition) or (Tensor condition, Tensor input, "
+                        "Tensor other)")
     return _where(condition, x, y)
 
 

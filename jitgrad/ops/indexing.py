@@ -5,7 +5,8 @@ import numpy as np
 
 from .. import backend
 from .._trace import TRACE, graph_break
-from ..tensor import Tensor, asarray, wrap_dim
+from ..tensor import Tensor, asarray, ascontiguous, wrap_dim
+from .legacy import scalar_type
 from .registry import Arg, Sample, op
 from .views import make_view, sum_to_size
 
@@ -158,9 +159,9 @@ def index_put(x, key, value):
     return index_put.op.emit(Tensor(arr), (x, vt), (key, vt._data.shape if vt is not None else None))
 
 
-def _check_index(index, who):
+def _check_index(index, who, dtypes="int64"):
     if not isinstance(index, Tensor) or index._data.dtype.kind not in "iu":
-        raise RuntimeError(f"{who}(): Expected dtype int64 for index")
+        raise RuntimeError(f"{who}(): Expected dtype {dtypes} for index")
     return index._data
 
 
@@ -170,25 +171,143 @@ def _gather_backward(node, g):
     return (scatter_add_zeros(g, dim, index, shape),)
 
 
-@op("GatherBackward0", backward=_gather_backward, saves=("index",),
-    linear=lambda b, dim, shape, index: (b.dim(dim), b.index(index)), method=True, export=True,
-    samples=(Sample(Arg(3, 4), 1, Arg(3, 2, high=4, kind="int")),))
-def gather(x, dim, index):
-    idx = _check_index(index, "gather")
+def _checked_index(x, dim, index, who):
+    """(index array, wrapped dim) for gather/scatter: an integer index of x's
+    rank, no larger than x apart from `dim`, with indices in range there."""
+    scattering = who.startswith("scatter")
+    idx = _check_index(index, who, "int32/int64" if scattering else "int64")
     d = wrap_dim(dim, x._data.ndim)
     if idx.ndim != x._data.ndim:
-        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+        raise RuntimeError("Index tensor must have the same number of dimensions as "
+                           f"{'self' if scattering else 'input'} tensor")
     for i, (a, b) in enumerate(zip(idx.shape, x._data.shape)):
         if i != d and a > b:
             raise RuntimeError(f"Size does not match at dimension {i} expected index "
                                f"{list(idx.shape)} to be smaller than self {list(x._data.shape)} "
                                f"apart from dimension {d}")
     if idx.size and (idx.min() < -x._data.shape[d] or idx.max() >= x._data.shape[d]):
-        raise RuntimeError(f"index {int(idx.max())} is out of bounds for dimension {d} with size "
+        bad = int(idx.max() if idx.max() >= x._data.shape[d] else idx.min())
+        raise RuntimeError(f"index {bad} is out of bounds for dimension {d} with size "
                            f"{x._data.shape[d]}")
-    src = x._data[tuple(slice(0, s) if i != d else slice(None) for i, s in enumerate(idx.shape))]
+    return idx, d
+
+
+def _leading(arr, shape, d=None):
+    """arr's leading block of `shape` (all of dim `d`): where gather reads and
+    scatter writes."""
+    return arr[tuple(slice(None) if i == d else slice(0, s) for i, s in enumerate(shape))]
+
+
+@op("GatherBackward0", backward=_gather_backward, saves=("index",),
+    linear=lambda b, dim, shape, index: (b.dim(dim), b.index(index)), method=True, export=True,
+    samples=(Sample(Arg(3, 4), 1, Arg(3, 2, high=4, kind="int")),))
+def gather(x, dim, index):
+    idx, d = _checked_index(x, dim, index, "gather")
+    src = _leading(x._data, idx.shape, d)
     return gather.op.emit(Tensor(np.take_along_axis(src, idx, axis=d)), (x,),
                           (d, x._data.shape, index), (index,))
+
+
+def _scatter_key(idx, d):
+    """The advanced-index key that puts element p of a block of idx's shape at
+    position p, except idx[p] along d (numpy's sparse grids, on idx's device)."""
+    nd = idx.ndim
+    return tuple(idx if i == d else np.arange(s, like=idx).reshape((1,) * i + (s,) + (1,) * (nd - i - 1))
+                 for i, s in enumerate(idx.shape))
+
+
+def _scatter_source(x, src, idx, who):
+    if not isinstance(src, Tensor):
+        return None, src
+    if src._data.dtype != x._data.dtype:
+        raise RuntimeError(f"{who}(): Expected self.dtype to be equal to src.dtype (got "
+                           f"{x.dtype.name} and {src.dtype.name}); convert src with "
+                           ".to(self.dtype)")
+    if src._data.ndim != idx.ndim or any(a > b for a, b in zip(idx.shape, src._data.shape)):
+        raise RuntimeError(f"Expected index {list(idx.shape)} to be smaller than self "
+                           f"{list(x.shape)} apart from dimension and to be smaller size than src "
+                           f"{list(src.shape)}")
+    return src, _leading(src._data, idx.shape)
+
+
+def _src_grad(g, dim, index, src_shape):
+    """The gradient of scatter's src: g where each element went, zeros for the part
+    of src past the index's shape (torch fails there with a shape error)."""
+    part = gather(g, dim, index)
+    if part._data.shape == src_shape:
+        return part
+    return index_put_zeros(part, src_shape, tuple(slice(0, s) for s in part._data.shape))
+
+
+def _scatter_backward(node, g):
+    dim, src_shape, _ = node._attrs
+    (index,) = node.saved()
+    src_grad = _src_grad(g, dim, index, src_shape) if src_shape is not None else None
+    return scatter(g, dim, index, 0.0), src_grad
+
+
+def _scatter_jvp(b, out, inputs, attrs, tx, ts=None):
+    (x, src), (dim, _, index) = inputs, attrs
+    value = b.zeros(ts, src) if src is not None else 0.0
+    return scatter(b.zeros(tx, x), b.dim(dim), b.index(index), value)
+
+
+@op("ScatterBackward0", backward=_scatter_backward, jvp=_scatter_jvp, saves=("index",),
+    method=True, export=True, inplace=True,
+    samples=(Sample(Arg(3, 4), 0, Arg(1, 4, high=3, kind="int"), Arg(1, 4)),
+             Sample(Arg(3, 4), 1, Arg(2, 2, high=4, kind="int"), 2.5)))
+def scatter(x, dim, index, src=None, *, value=None):
+    """A copy of x with `src` (a tensor, or a number) written at `index` along
+    `dim`: out[i][index[i][j]] = src[i][j] for dim 1. Where an index repeats,
+    which write wins is unspecified (as in torch).
+
+    >>> import jitgrad
+    >>> jitgrad.zeros(2, 3).scatter(1, jitgrad.tensor([[2], [0]]), 1.0)
+    tensor([[0., 0., 1.],
+            [1., 0., 0.]])
+    """
+    idx, d = _checked_index(x, dim, index, "scatter")
+    if (src is None) == (value is None):
+        raise TypeError("scatter() received an invalid combination of arguments: give the values "
+                        "as src (a tensor or a number) or as value=, once")
+    src_t, values = _scatter_source(x, value if src is None else src, idx, "scatter")
+    arr = x._data.copy()
+    arr[_scatter_key(idx, d)] = values
+    src_shape = src_t._data.shape if src_t is not None else None
+    return scatter.op.emit(Tensor(arr), (x, src_t), (d, src_shape, index), (index,),
+                           node="ScatterBackward0" if src_t is not None else "ScatterBackward1")
+
+
+def _scatter_add_into_backward(node, g):
+    dim, src_shape, _ = node._attrs
+    (index,) = node.saved()
+    return g, _src_grad(g, dim, index, src_shape)
+
+
+def _scatter_add_jvp(b, out, inputs, attrs, tx, ts):
+    (x, src), (dim, _, index) = inputs, attrs
+    return scatter_add(b.zeros(tx, x), b.dim(dim), b.index(index), b.zeros(ts, src))
+
+
+@op("ScatterAddBackward0", backward=_scatter_add_into_backward, jvp=_scatter_add_jvp,
+    saves=("index",), method=True, export=True, inplace=True,
+    samples=(Sample(Arg(3, 4), 0, Arg(2, 4, high=3, kind="int"), Arg(2, 4)),
+             Sample(Arg(4, 3), 1, Arg(2, 2, high=3, kind="int"), Arg(2, 2))))
+def scatter_add(x, dim, index, src):
+    """A copy of x with `src` added at `index` along `dim` (repeated indices add up).
+
+    >>> import jitgrad
+    >>> jitgrad.zeros(3).scatter_add(0, jitgrad.tensor([0, 0, 2]), jitgrad.ones(3))
+    tensor([2., 0., 1.])
+    """
+    idx, d = _checked_index(x, dim, index, "scatter_add")
+    if not isinstance(src, Tensor):
+        raise TypeError(f"scatter_add(): argument 'src' (position 3) must be Tensor, not "
+                        f"{type(src).__name__}")
+    src, values = _scatter_source(x, src, idx, "scatter_add")
+    arr = x._data.copy()
+    backend.of(arr).scatter_add(arr, d, idx, ascontiguous(values))
+    return scatter_add.op.emit(Tensor(arr), (x, src), (d, src._data.shape, index), (index,))
 
 
 def _scatter_add_backward(node, g):
@@ -227,3 +346,104 @@ def index_select(x, dim, index):
     except IndexError as e:
         raise IndexError(f"index out of range in self: {_index_error(e)}") from None
     return index_select.op.emit(Tensor(arr), (x,), (d, x._data.shape, index), (index,))
+
+
+@op(method=True, export=True)
+def nonzero(x, *, as_tuple=False):
+    """The indices of the nonzero elements: an (n, ndim) int64 tensor, or with
+    `as_tuple=True` one index tensor per dim (what `where(condition)` gives).
+
+    >>> import jitgrad
+    >>> jitgrad.tensor([[0, 1], [2, 0]]).nonzero()
+    tensor([[0, 1],
+            [1, 0]])
+    """
+    d = x._data
+    found = [i.astype(np.int64) for i in np.nonzero(d.reshape(d.shape or (1,)))]
+    if as_tuple:
+        return tuple(Tensor(ascontiguous(i)) for i in found)
+    return Tensor(ascontiguous(np.stack(found, axis=1)[:, :d.ndim]))
+
+
+@op(method=True, export=True)
+def argwhere(x):
+    """`nonzero(x)`: an (n, ndim) tensor of the indices of the nonzero elements."""
+    return nonzero(x)
+
+
+@op(method=True, export=True,
+    samples=(Sample(Arg(3, 4), Arg(3, 4, kind="bool")), Sample(Arg(3, 4), Arg(4, kind="bool"))))
+def masked_select(x, mask):
+    """The elements where the bool `mask` (broadcast with x) is True, as a 1-D tensor.
+
+    >>> import jitgrad
+    >>> jitgrad.tensor([[1, 2], [3, 4]]).masked_select(jitgrad.tensor([True, False]))
+    tensor([1, 3])
+    """
+    if not isinstance(mask, Tensor) or mask._data.dtype != np.bool_:
+        got = mask.dtype.name if isinstance(mask, Tensor) else type(mask).__name__
+        raise RuntimeError(f"masked_select: expected BoolTensor for mask, but got {got}")
+    shape = np.broadcast_shapes(x._data.shape, mask._data.shape)
+    return getitem(x.expand(shape), mask.expand(shape))
+
+
+def _dim_key(x, dim, index, who):
+    """The key that selects `index` (1-D integers) along `dim` of x."""
+    idx = _check_index(index, who)
+    if idx.ndim > 1:
+        raise IndexError(f"{who}_(): Index is supposed to be a vector, but got dim: {idx.ndim} with "
+                         f"type: {scalar_type(index)} and size: {list(idx.shape)}")
+    d = wrap_dim(dim, x._data.ndim)
+    return (slice(None),) * d + (index,)
+
+
+@op(method=True, export=True, inplace=True,
+    samples=(Sample(Arg(4, 3), 0, Arg(5, high=4, kind="int"), Arg(5, 3)),))
+def index_add(x, dim, index, source, *, alpha=1):
+    """x with `alpha * source` added at `index` along `dim` (repeated indices add up).
+
+    >>> import jitgrad
+    >>> jitgrad.zeros(3).index_add(0, jitgrad.tensor([0, 0, 2]), jitgrad.ones(3))
+    tensor([2., 0., 1.])
+    """
+    key = _dim_key(x, dim, index, "index_add")
+    return x + index_put_zeros(source * alpha if alpha != 1 else source, x._data.shape, key)
+
+
+@op(method=True, export=True, inplace=True,
+    samples=(Sample(Arg(4, 3), 1, Arg(2, high=3, kind="int"), 0.5),))
+def index_fill(x, dim, index, value):
+    """x with `value` written at `index` along `dim`."""
+    return index_put(x, _dim_key(x, dim, index, "index_fill"), value)
+
+
+@op(method=True, inplace=True,
+    samples=(Sample(Arg(3, 4), Arg(3, 4, kind="bool"), Arg(20)),))
+def masked_scatter(x, mask, source):
+    """x with the first elements of `source` written, in order, where `mask` is True."""
+    if not isinstance(mask, Tensor) or mask._data.dtype != np.bool_:
+        raise RuntimeError("masked_scatter_ only supports boolean masks")
+    shape = np.broadcast_shapes(x._data.shape, mask._data.shape)
+    m = mask.expand(shape)
+    n = int(m._data.sum())
+    if source.numel() < n:
+        raise RuntimeError(f"Number of elements of source < number of ones in mask ({source.numel()} "
+                           f"< {n}): give masked_scatter at least one value per True")
+    return index_put(x.expand(shape) if shape != x._data.shape else x, m, source.reshape(-1)[:n])
+
+
+@op(method=True)
+def fill_diagonal_(x, fill_value, wrap=False):
+    """Write `fill_value` on the main diagonal of x in place (all dims of equal
+    size, or a tall matrix; with `wrap`, the diagonal restarts every ncols + 1 rows)."""
+    d = x._data
+    if d.ndim < 2 or (d.ndim > 2 and len(set(d.shape)) != 1):
+        raise RuntimeError("all dimensions of input must be of equal length")
+    if d.ndim == 2:  # flat positions k * (ncols + 1): with wrap, past the square part too
+        ncols = d.shape[1]
+        count = -(-d.size // (ncols + 1)) if wrap else min(d.shape)
+        flat = np.arange(count, like=d) * (ncols + 1)
+        key = (Tensor(flat // ncols), Tensor(flat % ncols))
+    else:
+        key = (Tensor(np.arange(d.shape[0], like=d)),) * d.ndim
+    return x.__setitem__(key, fill_value) or x

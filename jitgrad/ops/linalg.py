@@ -3,6 +3,7 @@ jitgrad ops (so twice differentiable)."""
 import numpy as np
 
 from ..tensor import Tensor, asarray
+from .reduce import norm
 from .registry import Arg, Sample, op
 from .views import reshape, squeeze, sum_to_size, transpose, unsqueeze
 
@@ -150,3 +151,62 @@ def outer(a, b):
     if a._data.ndim != 1 or b._data.ndim != 1:
         raise RuntimeError(f"outer: expected 1-D vectors, got {a._data.ndim}-D and {b._data.ndim}-D")
     return unsqueeze(a, 1) * unsqueeze(b, 0)
+
+
+@op(export=True, samples=(Sample(Arg(3, 4), Arg(5, 4)), Sample(Arg(2, 3, 4), Arg(2, 5, 4), 1.0)))
+def cdist(x1, x2, p=2.0):
+    """The p-norm distances between the rows of x1 (..., P, M) and of x2
+    (..., R, M): a (..., P, R) tensor. Composed of a broadcast difference and
+    `norm`, so it is differentiable twice (zero gradient at zero distance).
+
+    >>> import jitgrad
+    >>> jitgrad.cdist(jitgrad.tensor([[0.0, 0.0]]), jitgrad.tensor([[3.0, 4.0], [1.0, 0.0]]))
+    tensor([[5., 1.]])
+    """
+    if x1._data.shape[-1] != x2._data.shape[-1]:
+        raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: "
+                           f"{x1._data.shape[-1]} X2: {x2._data.shape[-1]}")
+    return norm(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, dim=-1)
+
+
+# ---- input * beta + products * alpha: torch's fused forms, composed --------------------------
+
+
+def _scaled_sum(x, product, beta, alpha):
+    """beta * x + alpha * product; with beta == 0, x is ignored (NaN included), as torch."""
+    product = product if alpha == 1 else product * alpha
+    if beta == 0:
+        return product
+    return (x if beta == 1 else x * beta) + product
+
+
+@op(method=True, export=True, inplace=True,
+    samples=(Sample(Arg(3, 2), Arg(3, 4), Arg(4, 2)), Sample(Arg(2), Arg(3, 4), Arg(4, 2), beta=0.5, alpha=2.0)))
+def addmm(x, mat1, mat2, *, beta=1, alpha=1):
+    """beta * x + alpha * (mat1 @ mat2)."""
+    return _scaled_sum(x, mm(mat1, mat2), beta, alpha)
+
+
+@op(method=True, export=True, inplace=True, samples=(Sample(Arg(3), Arg(3, 4), Arg(4)),))
+def addmv(x, mat, vec, *, beta=1, alpha=1):
+    """beta * x + alpha * (mat @ vec)."""
+    return _scaled_sum(x, matmul(mat, vec), beta, alpha)
+
+
+@op(method=True, export=True, inplace=True, samples=(Sample(Arg(3, 2), Arg(5, 3, 4), Arg(5, 4, 2)),))
+def addbmm(x, batch1, batch2, *, beta=1, alpha=1):
+    """beta * x + alpha * the sum over the batch of batch1[i] @ batch2[i]."""
+    return _scaled_sum(x, bmm(batch1, batch2).sum(0), beta, alpha)
+
+
+@op(method=True, export=True, inplace=True,
+    samples=(Sample(Arg(5, 3, 2), Arg(5, 3, 4), Arg(5, 4, 2), alpha=0.5),))
+def baddbmm(x, batch1, batch2, *, beta=1, alpha=1):
+    """beta * x + alpha * (batch1 @ batch2), batch by batch."""
+    return _scaled_sum(x, bmm(batch1, batch2), beta, alpha)
+
+
+@op(method=True, export=True, inplace=True, samples=(Sample(Arg(3, 4), Arg(3), Arg(4)),))
+def addr(x, vec1, vec2, *, beta=1, alpha=1):
+    """beta * x + alpha * outer(vec1, vec2)."""
+    return _scaled_sum(x, outer(vec1, vec2), beta, alpha)

@@ -7,8 +7,9 @@ from .. import dtypes as _dt
 from ..tensor import Tensor, asarray, check_device, device as _device
 from . import formulas as E
 from . import inplace as I
-from . import convert, indexing, join, linalg, nn, reduce, views
-from .registry import API_BUILT, OPS, REGISTRY
+from . import (compare, convert, creation, einsum, indexing, join, legacy, linalg, nn, rearrange,
+               reduce, rounding, sorting, triangular, views)
+from .registry import API_BUILT, OPS, REGISTRY, Arg, Sample, op
 
 # ---- functions with torch's extra arguments -----------------------------------------------
 
@@ -27,6 +28,36 @@ def rsub(x, other, alpha=1):
 
 def pow(x, exponent):
     return E.pow(x, exponent)
+
+
+@op(method=True, export=True, inplace=True, samples=(Sample(Arg(3, 4), 0.2),))
+def clamp_min(x, min):
+    return E.clamp(x, min, None)
+
+
+@op(method=True, export=True, inplace=True, samples=(Sample(Arg(3, 4), -0.2),))
+def clamp_max(x, max):
+    return E.clamp(x, None, max)
+
+
+@op(method=True, export=True, inplace=True,
+    samples=(Sample(Arg(3, 4), Arg(3, 4), Arg(4), value=0.5),))
+def addcmul(x, tensor1, tensor2, *, value=1):
+    """x + value * tensor1 * tensor2."""
+    return E.add(x, E.mul(tensor1, tensor2) * value if value != 1 else E.mul(tensor1, tensor2))
+
+
+@op(method=True, export=True, inplace=True,
+    samples=(Sample(Arg(3, 4), Arg(3, 4), Arg(4, low=0.5, high=1.5), value=-2.0),))
+def addcdiv(x, tensor1, tensor2, *, value=1):
+    """x + value * tensor1 / tensor2."""
+    return E.add(x, E.div(tensor1, tensor2) * value if value != 1 else E.div(tensor1, tensor2))
+
+
+@op(method=True, export=True)
+def positive(x):
+    """x itself (torch's unary plus)."""
+    return x
 
 
 def _bool_mask(mask, who):
@@ -70,16 +101,6 @@ bitwise_or = _logical(np.bitwise_or, "bitwise_or")
 bitwise_xor = _logical(np.bitwise_xor, "bitwise_xor")
 bitwise_not = _logical(np.invert, "bitwise_not")
 logical_not = _logical(np.logical_not, "logical_not")
-
-
-def all_(x, dim=None, keepdim=False):
-    """True where every element (along dim) is nonzero; not differentiable."""
-    return Tensor(asarray(np.all(x._data, axis=dim, keepdims=keepdim)))
-
-
-def any_(x, dim=None, keepdim=False):
-    """True where some element (along dim) is nonzero; not differentiable."""
-    return Tensor(asarray(np.any(x._data, axis=dim, keepdims=keepdim)))
 
 
 def to(x, *args, **kwargs):
@@ -172,7 +193,8 @@ def _inplace_method(op):
 
 
 # The modules whose declarations (registry.OPS) the tables below read; imported for that.
-_DECLARING = (indexing, join, linalg, nn, reduce)
+_DECLARING = (compare, einsum, indexing, join, linalg, nn, rearrange, reduce, rounding, sorting,
+              triangular)
 
 
 def _inplace_op_method(fn):
@@ -190,16 +212,34 @@ def _method_table():
     for d in OPS.values():
         m.update((n, d.function) for n in d.methods)
         m.update((n + "_", _inplace_op_method(d.function)) for n in d.inplace)
-    m.update(add=add, sub=sub, pow=pow, clamp=E.clamp, clip=E.clamp, lerp=E.lerp,
-             masked_fill=masked_fill, negative=E.neg, absolute=E.abs, multiply=E.mul,
-             divide=E.div, true_divide=E.div, subtract=sub, greater=E.gt, less=E.lt,
+    m.update(add=add, sub=sub, pow=pow, clamp=E.clamp, lerp=E.lerp, masked_fill=masked_fill,
              where=lambda x, condition, y: E.where(condition, x, y), to=to,
              bitwise_and=bitwise_and, bitwise_or=bitwise_or, bitwise_xor=bitwise_xor,
-             bitwise_not=bitwise_not, logical_not=logical_not, all=all_, any=any_)
+             bitwise_not=bitwise_not, logical_not=logical_not)
     m.update(add_=add_, sub_=sub_, pow_=lambda x, e: I.inplace_elementwise(E.pow.op, x, e),
-             clamp_=clamp_, clip_=clamp_, fill_=fill_, zero_=zero_, copy_=copy_,
+             clamp_=clamp_, fill_=fill_, zero_=zero_, copy_=copy_,
              masked_fill_=masked_fill_)
-    return m
+    return _with_aliases(m)
+
+
+# torch's other names for the same op: alias -> name (functions, methods and, where the
+# op has one, the in-place method)
+ALIASES = {
+    "negative": "neg", "absolute": "abs", "multiply": "mul", "divide": "div",
+    "true_divide": "div", "subtract": "sub", "clip": "clamp", "greater": "gt",
+    "greater_equal": "ge", "less": "lt", "less_equal": "le", "not_equal": "ne",
+    "arccos": "acos", "arcsin": "asin", "arctan": "atan", "arctan2": "atan2",
+    "swapaxes": "transpose", "swapdims": "transpose", "moveaxis": "movedim", "fix": "trunc",
+    "concatenate": "cat",
+}
+
+
+def _with_aliases(table):
+    for alias, name in ALIASES.items():
+        for suffix in ("", "_"):
+            if name + suffix in table:
+                table.setdefault(alias + suffix, table[name + suffix])
+    return table
 
 
 def _conversions():
@@ -210,7 +250,12 @@ def _conversions():
                 cpu=lambda x, memory_format=None: convert.to_device(x, check_device("cpu")),
                 cuda=lambda x, device=None, non_blocking=False, memory_format=None:
                 convert.to_device(x, check_device("cuda" if device is None else device)),
-                type_as=lambda x, o: convert.to_device(convert.to_dtype(x, o.dtype), o.device))
+                type_as=lambda x, o: convert.to_device(convert.to_dtype(x, o.dtype), o.device),
+                type=legacy.tensor_type, new_zeros=creation.new_zeros,
+                new_ones=creation.new_ones, new_empty=creation.new_empty,
+                new_full=creation.new_full, new_tensor=creation.new_tensor,
+                bernoulli=creation.bernoulli, multinomial=creation.multinomial,
+                **creation.random_fills)
 
 
 def _operators():
@@ -232,7 +277,16 @@ def _operators():
         "__imul__": lambda x, o: I.inplace_elementwise(E.mul.op, x, o),
         "__itruediv__": lambda x, o: I.inplace_elementwise(E.div.op, x, o),
         "__getitem__": indexing.getitem, "__setitem__": setitem,
+        "__format__": _format,
     }
+
+
+def _format(x, spec):
+    """A 0-d tensor formats as its number ('{:+.2f}'), as in torch; others only with
+    an empty spec (their str)."""
+    if x._data.ndim == 0:
+        return format(x.item(), spec)
+    return object.__format__(x, spec)
 
 
 # Methods that write into self: a jitgrad.compile trace records them as such.

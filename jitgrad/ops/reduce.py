@@ -141,8 +141,9 @@ def _amax_jvp(b, out, inputs, attrs, tx):
     return sum(tx * mask, b.dims(axes), keepdim) / sum(mask, axes, keepdim)
 
 
-def _take(b, out, inputs, attrs, tx):
-    """The tangent's elements at the max/min indices along dim."""
+def take_at_indices(b, out, inputs, attrs, tx):
+    """The tangent's elements at the indices along dim (max/min, sort, topk; attrs
+    are (dim, _, keepdim, indices))."""
     dim, _, keepdim, indices = attrs
     idx = indices if keepdim else unsqueeze(indices, dim)
     r = gather(tx, b.dim(dim), b.index(idx))
@@ -189,7 +190,9 @@ def amin(x, dim=(), keepdim=False):
     return _extreme(x, None if dim == () else dim, keepdim, np.min, "amin")
 
 
-def _max_dim_backward(node, g, _g_indices=None):
+def scatter_to_indices(node, g, _g_indices=None):
+    """The gradient put back where the indices along dim took the values (max/min,
+    sort, topk; attrs are (dim, input shape, keepdim, _), the indices saved)."""
     dim, shape, keepdim, _ = node._attrs
     (idx,) = node.saved()
     if not keepdim:
@@ -198,7 +201,7 @@ def _max_dim_backward(node, g, _g_indices=None):
     return (scatter_add_zeros(g, dim, idx, shape),)
 
 
-@op("MaxBackward0", backward=_max_dim_backward, jvp=_take, saves=("indices",))
+@op("MaxBackward0", backward=scatter_to_indices, jvp=take_at_indices, saves=("indices",))
 def _max_min(x, dim, keepdim, name, arg_fn, full_fn):
     if dim is None:
         return _extreme(x, None, False, full_fn, name)
@@ -440,3 +443,60 @@ def cumsum(x, dim, dtype=None):
     out_dt = np.dtype(np.int64) if d.dtype.kind in "biu" else d.dtype
     out = Tensor(np.cumsum(d, axis=ax, dtype=out_dt) if d.ndim else d.astype(out_dt).copy())
     return cumsum.op.emit(out, (x,), (ax,))
+
+
+def _reverse_cumsum(t, dim):
+    return flip(cumsum(flip(t, dim), dim), dim)
+
+
+def _zero_split(x, dim):
+    """Masks along dim: before the first zero, at it, and from it on; and x with
+    that first zero set to 1 (the products that skip it)."""
+    zeros_so_far = cumsum(E.eq(x, 0).to(_dt.int64), dim)  # counted in int64 on every device
+    before = E.eq(zeros_so_far, 0)
+    first_zero = E.eq(x, 0) * E.eq(zeros_so_far, 1)
+    skipped = E.where(first_zero, 1.0, x)
+    return before, first_zero, E.ne(zeros_so_far, 0), skipped
+
+
+def _cumprod_backward(node, g):
+    # d out_j / d x_i = prod_{k <= j, k != i} x_k: out_j / x_i before the first zero; at
+    # the first zero, the products that skip it; after it, 0 (torch's rule, exact at zeros).
+    (dim,) = node._attrs
+    x, out = node.saved()
+    before, first_zero, after, skipped = _zero_split(x, dim)
+    safe = E.where(before, x, 1.0)
+    head = E.where(before, _reverse_cumsum(g * out, dim) / safe, 0.0)
+    at_zero = _reverse_cumsum(g * cumprod(skipped, dim) * after, dim)
+    return (head + E.where(first_zero, at_zero, 0.0),)
+
+
+def _cumprod_jvp(b, out, inputs, attrs, tx):
+    (dim,) = attrs
+    x = inputs[0]
+    before, first_zero, after, skipped = _zero_split(x, dim)
+    head = E.where(before, out * cumsum(tx / E.where(before, x, 1.0), b.dim(dim)), 0.0)
+    t_zero = sum(E.where(first_zero, tx, 0.0), b.dim(dim), keepdim=True)
+    return head + E.where(after, t_zero * cumprod(skipped, dim), 0.0)
+
+
+@op("CumprodBackward0", backward=_cumprod_backward, jvp=_cumprod_jvp, saves=("self", "result"),
+    method=True, export=True, inplace=True,
+    samples=(Sample(Arg(3, 4, low=0.5, high=1.5), 1), Sample(Arg(5, low=-1.5, high=1.5), 0)))
+def cumprod(x, dim, dtype=None):
+    """Cumulative products along `dim`; its gradient is exact where elements are 0.
+
+    >>> import jitgrad
+    >>> jitgrad.tensor([1.0, 2.0, 0.0, 4.0]).cumprod(0)
+    tensor([1., 2., 0., 0.])
+    """
+    if dtype is not None:
+        x = x.to(dtype)
+    d = x._data
+    ax = wrap_dim(dim, d.ndim)
+    out_dt = np.dtype(np.int64) if d.dtype.kind in "biu" else d.dtype
+    # float32 and float16 accumulate in float64, as torch's CPU kernel: a product that
+    # passes the float32 limit can come back under it
+    wide = np.float64 if d.dtype in (np.float32, np.float16) else out_dt
+    out = Tensor((np.cumprod(d.astype(wide), axis=ax) if d.ndim else d.copy()).astype(out_dt))
+    return cumprod.op.emit(out, (x,), (ax,), (x, out))

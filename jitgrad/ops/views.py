@@ -185,6 +185,38 @@ def expand_as(x, other):
     return expand(x, other._data.shape)
 
 
+@op(method=True, export=True, samples=(Sample(Arg(2, 3, 4), 0, 2), Sample(Arg(2, 3, 4), (0, 1), (2, 0))))
+def movedim(x, source, destination):
+    """x with dims `source` moved to positions `destination`, the others in order."""
+    nd = x._data.ndim
+    src = [wrap_dim(d, nd) for d in (source if isinstance(source, (tuple, list)) else (source,))]
+    dst = [wrap_dim(d, nd) for d in (destination if isinstance(destination, (tuple, list))
+                                     else (destination,))]
+    if len(src) != len(dst):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({src} dims) should "
+                           f"contain the same number of dims as destination ({dst} dims)")
+    order = [None] * nd
+    for s, d in zip(src, dst):
+        order[d] = s
+    rest = iter(d for d in range(nd) if d not in src)
+    return permute(x, [o if o is not None else next(rest) for o in order])
+
+
+@op(method=True, export=True)
+def ravel(x):
+    return reshape(x, -1)
+
+
+@op(method=True)
+def view_as(x, other):
+    return view(x, other._data.shape)
+
+
+@op(method=True)
+def reshape_as(x, other):
+    return reshape(x, other._data.shape)
+
+
 @op(method=True, export=True, samples=(Sample(Arg(1, 4), (3, 4)),))
 def broadcast_to(x, *sizes):
     return expand(x, *sizes)

@@ -131,6 +131,19 @@ EXCEPTIONS = {
         "both libraries return rounding noise of their own; a row whose only scores are "
         "infinite: torch's fused kernel returns 0, jitgrad NaN (as torch's reference math)",
         lambda v, where: where == "all" or not np.isfinite(v)),
+    "topk": ("a constant input: equal values keep their index order in jitgrad (a stable "
+             "sort); torch's topk picks its own among ties, so the gradient lands on other "
+             "indices (docs/torch-coverage.md)", lambda v, where: where == "all"),
+    "einsum": ("products at the float limits summed in another order (jitgrad contracts "
+               "pairwise with matmul): one order overflows where the other does not",
+               lambda v, where: np.abs(v) > np.sqrt(_fi(v).max)),
+    **{op: ("products at the float limits: torch's fused gemm scales and sums them in its own "
+            "order (jitgrad: matmul, then sums and scales), so one gives inf where the other gives "
+            "nan", lambda v, where: np.abs(v) > np.sqrt(_fi(v).max))
+       for op in ("addmm", "addbmm", "baddbmm")},
+    "cdist": ("jitgrad's gradient is norm's: 0 where a distance overflows, and for p=1 "
+              "sign(nan) = 0 at a NaN; torch's cdist kernel gives nan there",
+              lambda v, where: np.isnan(v) | (np.abs(v) > np.sqrt(_fi(v).max))),
     "prod": ("a subnormal factor: torch's result / input loses the gradient (1.0 for "
              "a true 0.58), jitgrad multiplies the other factors",
              lambda v, where: 0 < np.abs(v) < _fi(v).tiny),

@@ -71,3 +71,15 @@ def test_multi_output_views_with_some_outputs_unused(how):
         (parts[0] * 3).sum().backward()
         res.append(x.grad.numpy().copy())
     np.testing.assert_array_equal(res[0], res[1])
+
+
+@pytest.mark.parametrize("call", [
+    lambda L: L.movedim(L.arange(24).reshape(2, 3, 4), 0, 2),
+    lambda L: L.arange(24).reshape(2, 3, 4).moveaxis((0, 1), (2, 0)),
+    lambda L: L.arange(24).reshape(2, 3, 4).movedim(-1, 0),
+    lambda L: L.arange(24).reshape(2, 3, 4).movedim((0, 1), (2,)),
+    lambda L: L.arange(6).reshape(2, 3).ravel(),
+    lambda L: L.swapdims(L.arange(6).reshape(2, 3), 0, 1),
+])
+def test_moving_dims_matches_torch(call):
+    helpers.same_as_torch(call)

@@ -1,0 +1,99 @@
+"""Parts of matrices: tril, triu, diagonal, diag, trace. tril and triu mask a
+copy (linear, their own backward); the diagonals are composed of indexing, so
+their gradients are indexing's."""
+import numpy as np
+
+from ..tensor import Tensor, wrap_dim
+from .creation import zeros_as
+from .indexing import getitem, index_put
+from .reduce import sum as _sum
+from .registry import Arg, Sample, op
+from .views import permute
+
+
+def _matrices(x, who):
+    if x._data.ndim < 2:
+        raise RuntimeError(f"{who}: input tensor must have at least 2 dimensions")
+
+
+@op("TrilBackward0", backward=lambda node, g: (tril(g, node._attrs[0]),),
+    linear=lambda b, k: (k,), method=True, export=True, inplace=True,
+    samples=(Sample(Arg(3, 4)), Sample(Arg(2, 3, 3), -1)))
+def tril(x, diagonal=0):
+    """The lower triangle of the last two dims (elements on or below the
+    `diagonal`-th diagonal); the rest zeros.
+
+    >>> import jitgrad
+    >>> jitgrad.ones(2, 3).tril()
+    tensor([[1., 0., 0.],
+            [1., 1., 0.]])
+    """
+    _matrices(x, "tril")
+    return tril.op.emit(Tensor(np.tril(x._data, diagonal)), (x,), (diagonal,))
+
+
+@op("TriuBackward0", backward=lambda node, g: (triu(g, node._attrs[0]),),
+    linear=lambda b, k: (k,), method=True, export=True, inplace=True,
+    samples=(Sample(Arg(3, 4)), Sample(Arg(2, 3, 3), 1)))
+def triu(x, diagonal=0):
+    """The upper triangle of the last two dims (on or above the `diagonal`-th
+    diagonal); the rest zeros."""
+    _matrices(x, "triu")
+    return triu.op.emit(Tensor(np.triu(x._data, diagonal)), (x,), (diagonal,))
+
+
+def _diagonal_key(n_rows, n_cols, offset, like):
+    """Row and column indices of the `offset`-th diagonal of an n_rows x n_cols matrix."""
+    start_row, start_col = max(-offset, 0), max(offset, 0)
+    n = max(min(n_rows - start_row, n_cols - start_col), 0)
+    steps = np.arange(n, like=like)
+    return Tensor(steps + start_row), Tensor(steps + start_col)
+
+
+@op(method=True, export=True, samples=(Sample(Arg(3, 4)), Sample(Arg(2, 3, 4), 1, 0, 2)))
+def diagonal(x, offset=0, dim1=0, dim2=1):
+    """The `offset`-th diagonal of the matrices over dims (dim1, dim2), as the
+    last dim (a copy; torch returns a view).
+
+    >>> import jitgrad
+    >>> jitgrad.arange(9).reshape(3, 3).diagonal(1)
+    tensor([1, 5])
+    """
+    nd = x._data.ndim
+    a, b = wrap_dim(dim1, nd), wrap_dim(dim2, nd)
+    if a == b:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    moved = permute(x, [d for d in range(nd) if d not in (a, b)] + [a, b])
+    rows, cols = _diagonal_key(x._data.shape[a], x._data.shape[b], offset, x._data)
+    return getitem(moved, (Ellipsis, rows, cols))
+
+
+_diagonal_of = diagonal  # diag's argument `diagonal` hides the function
+
+
+@op(method=True, export=True, samples=(Sample(Arg(3)), Sample(Arg(3), -1), Sample(Arg(3, 4), 1)))
+def diag(x, diagonal=0):
+    """A vector: the square matrix with it on the `diagonal`-th diagonal; a
+    matrix: its `diagonal`-th diagonal.
+
+    >>> import jitgrad
+    >>> jitgrad.diag(jitgrad.tensor([1, 2]))
+    tensor([[1, 0],
+            [0, 2]])
+    """
+    nd = x._data.ndim
+    if nd == 2:
+        return _diagonal_of(x, diagonal)
+    if nd != 1:
+        raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {nd}D")
+    n = x._data.shape[0] + abs(diagonal)
+    rows, cols = _diagonal_key(n, n, diagonal, x._data)
+    return index_put(zeros_as((n, n), x._data.dtype, x), (rows, cols), x)
+
+
+@op(method=True, export=True, samples=(Sample(Arg(3, 4)),))
+def trace(x):
+    """The sum of the main diagonal of a matrix."""
+    if x._data.ndim != 2:
+        raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {x._data.ndim}")
+    return _sum(diagonal(x))
