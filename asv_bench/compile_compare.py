@@ -400,11 +400,11 @@ def first_calls(rows, timeout, skip, notes):
 def memory(timeout, notes):
     """{impl: (first, steady, held MiB) or a str}; the first process fills the caches."""
     cells = {}
-    env = child_env(JAX_COMPILATION_CACHE_DIR=os.path.join(
-        tempfile.gettempdir(), "compile-compare-jax-cache"))
     for impl in IMPLS:
         progress(f"W6 memory {impl} ({load()})")
-        runs = [run_child(["--memory", impl], env, timeout) for _ in range(2)]
+        with tempfile.TemporaryDirectory(prefix="compile-compare-jax-") as jax_cache:
+            env = child_env(JAX_COMPILATION_CACHE_DIR=jax_cache)
+            runs = [run_child(["--memory", impl], env, timeout) for _ in range(2)]
         r = runs[-1]
         if "first_mib" not in r:
             cells[impl] = not_available(r, f"W6 {impl}", notes)
@@ -497,10 +497,14 @@ def main():
     args = ap.parse_args()
     if args.worker:
         return worker_main(args.worker)
-    if args.first:
-        return first_main(*args.first)
-    if args.memory:
-        return memory_main(args.memory)
+    try:
+        if args.first:
+            return first_main(*args.first)
+        if args.memory:
+            return memory_main(args.memory)
+    except NotImplementedError as e:  # a library or jitgrad.compile missing: say so, as n/a
+        print(json.dumps({"na": str(e)}))
+        return
 
     only = {w.strip() for w in args.only.split(",") if w.strip()}
     known = {w for w, _, _ in ROWS.values()} | {"W6"}
