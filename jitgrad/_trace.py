@@ -12,9 +12,10 @@ from . import _state
 TRACE = _state.trace
 
 
-def traced(fn, name=None):
+def traced(fn, name=None, composite=False):
     """`fn` (a function making or changing tensors) recorded while a trace runs:
-    the tracer replays it later with the slots of its tensor arguments."""
+    the tracer replays it later with the slots of its tensor arguments.
+    `composite`: fn may be made of other recorded calls (see Tracer.call)."""
     label = name or getattr(fn, "__name__", "op")
 
     @functools.wraps(fn)
@@ -22,7 +23,7 @@ def traced(fn, name=None):
         t = TRACE[0]
         if t is None or not t.recording():
             return fn(*args, **kwargs)
-        return t.call(fn, label, args, kwargs)
+        return t.call(fn, label, args, kwargs, composite=composite)
     wrapper.__wrapped_op__ = fn
     return wrapper
 
@@ -53,8 +54,18 @@ def breaks(fn, reason):
     return wrapper
 
 
-def graph_break(reason):
-    """Tell a running trace that what follows cannot be captured (see `breaks`)."""
+def guard(owner, check):
+    """Tell a running trace that its program holds only while `check()` is true (e.g.
+    a module called during the trace is still in the same mode and has no hooks): a
+    replay checks it first, and traces again where it fails. One check per owner."""
     t = TRACE[0]
     if t is not None and t.recording():
+        t.guards.setdefault(id(owner), (owner, check))
+
+
+def graph_break(reason):
+    """Tell a running trace that what follows cannot be captured (see `breaks`); also
+    from inside a recorded call, whose replay would then be wrong."""
+    t = TRACE[0]
+    if t is not None and t.active():
         t.graph_break(reason)

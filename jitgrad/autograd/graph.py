@@ -70,6 +70,7 @@ def retain_grad(self):
         raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
     if self.grad_fn is None or self._retains_grad:
         return
+    graph_break("Tensor.retain_grad: stores a gradient on each backward")
     node = self.grad_fn
     if node._retain is None:
         node._retain = {}

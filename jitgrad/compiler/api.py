@@ -35,14 +35,28 @@ def _key(v, flat, objs):
     if t is np.ndarray:
         flat.append(v)
         return ("A", v.shape, v.dtype)
-    if v is None or t in (int, float, bool, str, complex, slice, type(Ellipsis)):
+    if v is None or t in (int, float, bool, str, complex, type(Ellipsis)):
         return (t, v)
+    if t is slice:  # unhashable before Python 3.12
+        return (t, tuple(_key(x, flat, objs) for x in (v.start, v.stop, v.step)))
     if t in (list, tuple):
         return (t, tuple(_key(x, flat, objs) for x in v))
     if t is dict:
         return (t, tuple((k, _key(x, flat, objs)) for k, x in v.items()))
     objs.append(v)
     return ("O", id(v))
+
+
+def signature(args, kwargs):
+    """(the guard key of a call, its tensors and arrays, its other objects): see _key;
+    where one tensor is passed twice, which arguments are the same one (a program
+    traced with one tensor in two places reads it from one slot)."""
+    flat, objs = [], []
+    key = (_key(args, flat, objs), _key(kwargs, flat, objs), _state.local.grad_enabled)
+    if len(flat) > 1 and len({id(t) for t in flat}) < len(flat):
+        first = {}
+        key += (tuple(first.setdefault(id(t), i) for i, t in enumerate(flat)),)
+    return key, flat, objs
 
 
 class Entry:
@@ -95,10 +109,12 @@ class CompiledFunction:
                                   f"while {why}; leave that mode before calling it")
             self.eager_calls += 1
             return self._fn(*args, **kwargs)
-        flat, objs = [], []
-        key = (_key(args, flat, objs), _key(kwargs, flat, objs), _state.local.grad_enabled)
-        entry = self._cache.get(key)
-        if entry is not None and all(a is b for a, b in zip(entry.objs, objs)):
+        key, flat, objs = signature(args, kwargs)
+        # Programs of one key differ in what the key does not show (a parameter's shape,
+        # a module's train/eval mode): the first whose guards hold runs.
+        for entry in self._cache.get(key, ()):
+            if not all(a is b for a, b in zip(entry.objs, objs)):
+                continue
             prog = entry.program
             if prog is not None and prog.externals_match():
                 return prog.run(flat)
@@ -125,19 +141,19 @@ class CompiledFunction:
         if prog is None:
             self.breaks.append(result[1])
             result = result[0]
-        self._cache[key] = Entry(prog, objs, None if prog is not None else self.breaks[-1],
-                                 time.perf_counter() - t0)
+        self._cache.setdefault(key, []).append(
+            Entry(prog, objs, None if prog is not None else self.breaks[-1],
+                  time.perf_counter() - t0))
         return result
 
     def entries(self):
-        return list(self._cache.values())
+        return [e for entries in self._cache.values() for e in entries]
 
     def wait(self, timeout=None):
         """Block until every captured program's kernels are built (they build in a
         worker thread while the first replays run on the Python tier; see
         docs/compile.md). True when all are ready."""
-        return all(e.program.wait(timeout) for e in self._cache.values()
-                   if e.program is not None)
+        return all(e.program.wait(timeout) for e in self.entries() if e.program is not None)
 
 
 class _BoundCompiled:

@@ -7,10 +7,9 @@ the seconds spent tracing and compiling kernels.
 """
 import time
 
-from .. import _state
 from ..kernels.cache import compile_stats
 from ..nn.modules.module import Module
-from .api import CompiledFunction, CompiledModule, _key, trace_call
+from .api import CompiledFunction, CompiledModule, signature, trace_call
 
 
 class ExplainOutput:
@@ -59,8 +58,11 @@ class ExplainOutput:
 
 
 def _describe_guards(key):
-    (args, kwargs, grad_mode) = key
+    args, kwargs, grad_mode = key[:3]
     out = [f"grad mode {'on' if grad_mode else 'off'}"]
+    if len(key) > 3:  # tensors passed more than once
+        out.append("the same tensor at tensor arguments "
+                   + ", ".join(f"{j} and {i}" for i, j in enumerate(key[3]) if i != j))
 
     def walk(k, where):
         kind = k[0]
@@ -96,8 +98,7 @@ def explain(fn, *args, **kwargs):
         fn = fn.__call__
     if isinstance(fn, CompiledFunction):
         fn = fn._fn
-    flat, objs = [], []
-    key = (_key(args, flat, objs), _key(kwargs, flat, objs), _state.local.grad_enabled)
+    key, flat, objs = signature(args, kwargs)
     before = compile_stats()
     t0 = time.perf_counter()
     prog, result = trace_call(fn, args, kwargs, flat, False)

@@ -81,6 +81,8 @@ def iter_refs(v):
 def resolve(v, env):
     if type(v) is Ref:
         return env[v]
+    if isinstance(v, tuple) and hasattr(v, "_fields"):  # a namedtuple (values, indices)
+        return type(v)(*(resolve(x, env) for x in v))
     if type(v) in (list, tuple):
         return type(v)(resolve(x, env) for x in v)
     if type(v) is dict:
@@ -150,9 +152,12 @@ class Tape:
                 steps.append((python_step(instrs[i]), i, i + 1))
                 i += 1
         for k, (_, a, b) in enumerate(steps):
+            # A slot a segment makes and reads itself never reaches env: nothing to free.
+            inner = {int(r) for ins in instrs[a:b] for r in ins.writes()} if a in taken else ()
             for ins in instrs[a:b]:
                 for r in ins.reads():
-                    last[int(r)] = k
+                    if int(r) not in inner:
+                        last[int(r)] = k
         free = [[] for _ in steps]
         for s, k in last.items():
             if s not in keep:
@@ -211,6 +216,7 @@ class Program:
         self.forward_tape = self.backward_tape = None
         self.ready = _DONE
         self.build_error = None
+        self.guards = ()  # callables that must all return True for a replay (trace.py)
 
     def set_backward(self, meta, outs, grads_in, sources, instrs, grads_out):
         self.meta = meta
@@ -222,14 +228,14 @@ class Program:
         switches to the executors' tapes when a worker thread has built them."""
         keep = set(int(r) for r in iter_refs(self.outputs))
         if self.backward is not None:
-            _, grads_in, _, instrs, grads_out = self.backward
+            _, grads_in, sources, instrs, grads_out = self.backward
             bwd_reads = set()
             for ins in instrs:
                 bwd_reads.update(int(r) for r in ins.reads())
             produced = set(int(r) for ins in instrs for r in ins.writes())
             self.saved = sorted(s for s in bwd_reads | {int(r) for r in grads_out if r is not None}
                                 if s not in produced and s not in grads_in)
-            keep |= set(self.saved)
+            keep |= set(self.saved) | set(sources)  # sources: the backward node's inputs
         self._keep = keep
         if background and EXECUTORS:
             self._tapes(())
@@ -269,7 +275,7 @@ class Program:
             if d.shape != m.shape or d.dtype != m.dtype or type(d) is not m.array_type or \
                     t._rg != m.rg or t._hooks or t._post_hooks:
                 return False
-        return True
+        return all(check() for check in self.guards)
 
     def run(self, flat):
         if self.forward_tape is None:

@@ -70,11 +70,16 @@ class Tracer:
         self.inputs = []        # (slot, position in the flattened arguments)
         self.externals = []     # (slot, tensor) read by identity: parameters, constants
         self.instrs = []
+        self.guards = {}        # id(owner) -> (owner, check): see _trace.guard
 
     # ---- what the hooks ask -----------------------------------------------------------
     def recording(self):
         return (self.depth == 0 and self.broken is None
                 and threading.get_ident() == self.thread)
+
+    def active(self):
+        """Recording, or inside a call being recorded (in this thread, unbroken)."""
+        return self.broken is None and threading.get_ident() == self.thread
 
     def takes_autograd(self):
         return self.recording() and not self.in_engine
@@ -130,10 +135,10 @@ class Tracer:
             return self._ref(v)
         if type(v) is np.ndarray and id(v) in self.slot_of:
             return Ref(self.slot_of[id(v)])
-        if type(v) in (list, tuple):
+        if isinstance(v, (list, tuple)):
             items = [self._refs(x) for x in v]
             if any(type(x) is Ref or type(x) in (list, tuple) for x in items):
-                return type(v)(items)
+                return list(items) if type(v) is list else tuple(items)  # a namedtuple: plain
             return v
         return v
 
@@ -143,15 +148,20 @@ class Tracer:
             if slot is not None and self.tensors[slot] is out:
                 return Ref(slot)  # an input returned as it is
             return Ref(self._new_slot(out, out._rg and rg))
-        if type(out) in (list, tuple):
-            return type(out)(self._outputs(o, rg) for o in out)
+        if isinstance(out, (list, tuple)):  # (a namedtuple's items are stored by position)
+            return (list if type(out) is list else tuple)(self._outputs(o, rg) for o in out)
         return out
 
     # ---- recording ----------------------------------------------------------------------
-    def call(self, fn, name, args, kwargs, inplace=False, op=None):
-        loc = _state.local
-        if loc.saved_hooks or loc.anomaly or _state.fw_level[0] is not None:
-            self.graph_break("saved-tensor hooks, anomaly mode or forward AD became active")
+    def call(self, fn, name, args, kwargs, inplace=False, op=None, composite=False):
+        """Record fn(*args, **kwargs) as one instruction (its inner calls are part of
+        it). A `composite` op (a declared op without a backward node of its own) runs with
+        its inner calls recorded instead, since their nodes, and the tensors they save,
+        make its backward; if it recorded none (it made its result itself), the call is
+        recorded as one instruction after all."""
+        mode = _active_mode()
+        if mode is not None:
+            self.graph_break(mode)
             return fn(*args, **kwargs)
         try:
             rargs = self._refs(args)
@@ -159,11 +169,17 @@ class Tracer:
         except _Untraceable as e:
             self.graph_break(f"{name}: reads {e}")
             return fn(*args, **kwargs)
-        self.depth += 1
-        try:
+        if composite:
+            n = len(self.instrs)
             out = fn(*args, **kwargs)
-        finally:
-            self.depth -= 1
+            if len(self.instrs) != n or not self.recording():
+                return out
+        else:
+            self.depth += 1
+            try:
+                out = fn(*args, **kwargs)
+            finally:
+                self.depth -= 1
         if inplace and isinstance(args[0], Tensor):
             target = args[0]
             vc = target._vc
@@ -239,7 +255,10 @@ class Tracer:
             return engine.grad(outputs, inputs, grad_outputs, retain_graph, create_graph,
                                allow_unused=allow_unused, is_grads_batched=is_grads_batched,
                                materialize_grads=materialize_grads)
-        self.ran_backward = True
+        # A grad(create_graph=True) leaves the graph alive (its results have one, as in
+        # eager mode): only a graph-consuming call makes the capture a step without a
+        # backward of its own.
+        self.ran_backward = self.ran_backward or not create_graph
         return self._run_grad(outs, _as_tuple(inputs), grad_outputs, allow_unused,
                               create_graph)
 
@@ -268,6 +287,7 @@ class Tracer:
             return None, result
         prog = Program(self.meta, self.inputs, self.externals, self.instrs, outs,
                        self.ran_backward)
+        prog.guards = tuple(check for _, check in self.guards.values())
         return prog, _eager_view(result, self)
 
     def _final(self, v):
@@ -275,6 +295,8 @@ class Tracer:
             return self._ref(v)
         if type(v) in (list, tuple):
             return type(v)(self._final(x) for x in v)
+        if isinstance(v, tuple) and hasattr(v, "_fields"):  # a namedtuple (values, indices)
+            return type(v)(*(self._final(x) for x in v))
         if type(v) is dict:
             return {k: self._final(x) for k, x in v.items()}
         if v is None or type(v) in (int, float, bool, str, complex):
@@ -291,6 +313,10 @@ class Tracer:
         if not outs or not sources:
             return
         outs = list(dict.fromkeys(outs))
+        reason = _hooked(tuple(self.tensors[r] for r in outs))
+        if reason is not None:  # the caller's backward must run it; recording it would too
+            self.graph_break(reason)
+            return
         self.instrs = []
         grads_in = []
         self.depth += 1  # placeholders for the incoming gradients, not ops
@@ -313,6 +339,21 @@ class Tracer:
         if self.broken is not None:
             return
         prog.set_backward(self.meta, outs, grads_in, sources, self.instrs, res)
+
+
+def _active_mode():
+    """Why ops cannot be recorded now (a mode entered inside the function that runs
+    Python at each op or saved tensor), or None."""
+    loc = _state.local
+    if loc.saved_hooks:
+        return "saved-tensor hooks (autograd.graph.saved_tensors_hooks) run Python on each " \
+               "saved tensor"
+    if loc.anomaly:
+        return "anomaly mode (autograd.detect_anomaly / set_detect_anomaly) checks each op " \
+               "in Python"
+    if _state.fw_level[0] is not None:
+        return "forward-mode AD (autograd.forward_ad.dual_level) is active"
+    return None
 
 
 class _Untraceable(Exception):

@@ -2,13 +2,14 @@
 compositions of differentiable ops, so they are differentiable twice."""
 import numpy as np
 
-from .. import _state
+from .. import _state, dtypes as _dt
+from .._trace import traced
 from ..ops import formulas as E
 from ..ops import indexing, linalg, reduce, views
-from ..ops.creation import _gen, zeros_like
+from ..ops.creation import rand, zeros_like
 from ..ops.nn import log_softmax, softmax
 from ..ops.registry import Arg, Sample, op
-from ..tensor import Tensor, on_device
+from ..tensor import Tensor
 
 relu = E.relu
 sigmoid = E.sigmoid
@@ -81,11 +82,17 @@ def _linked(grad, x):
     return _linked.op.emit(Tensor(grad._data), (grad, x), (x,))
 
 
-# One NllLossBackward0 node, as torch, so that its gradient can be linked to the input (see
-# _nll_loss_backward); forward AD runs through the ops of the forward (no rule here).
-@op("NllLossBackward0", backward=_nll_loss_backward, saves=("self",),
-    name="nn.functional.nll_loss",
-    samples=(Sample(Arg(4, 5), Arg(4, high=5, kind="int")),))
+@traced  # a jitgrad.compile replay checks each call's targets too
+def _check_targets(target, n_classes, ignore_index):
+    t = target._data
+    if np.logical_and(t != ignore_index, np.logical_or(t < 0, t >= n_classes)).any():
+        host = target.cpu()._data
+        bad = host[(host != ignore_index) & ((host < 0) | (host >= n_classes))]
+        raise IndexError(f"Target {int(bad[0])} is out of bounds (number of classes "
+                         f"{n_classes}).")
+
+
+@op(name="nn.functional.nll_loss", samples=(Sample(Arg(4, 5), Arg(4, high=5, kind="int")),))
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     if not isinstance(target, Tensor) or target._data.dtype.kind not in "iu":
         raise RuntimeError("expected scalar type Long but found "
@@ -95,28 +102,31 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
         raise ValueError(f"Expected input batch_size ({input.shape[0] if input.ndim else 1}) to "
                          f"match target batch_size ({target.shape[0] if target.ndim else 1}).")
     class_dim = 1 if input.ndim > 1 else 0
-    n_classes = input.shape[class_dim]
-    t = target._data
-    valid = t != ignore_index
-    if np.logical_and(valid, np.logical_or(t < 0, t >= n_classes)).any():
-        host = target.cpu()._data
-        bad = host[(host != ignore_index) & ((host < 0) | (host >= n_classes))]
-        raise IndexError(f"Target {int(bad[0])} is out of bounds (number of classes "
-                         f"{n_classes}).")
+    _check_targets(target, input.shape[class_dim], ignore_index)
     if weight is not None and weight.requires_grad:
         raise RuntimeError("The function 'nll_loss_forward' is not differentiable with respect to "
                            "argument 'weight'. This input cannot have requires_grad True. Pass "
                            "weight.detach() instead.")
-    safe = Tensor(t * valid)  # ignored entries gather class 0, then get weight 0
-    w = Tensor(valid.astype(input._data.dtype))
+    # Tensor ops (not numpy), so that a jitgrad.compile trace records how safe and w
+    # come from the target: the backward reads them.
+    valid = E.ne(target, ignore_index)
+    safe = target * valid  # ignored entries gather class 0, then get weight 0
+    w = valid.to(input.dtype)
     if weight is not None:
         w = w * indexing.index_select(weight, 0, safe.reshape(-1)).reshape(safe.shape)
+    return _nll_loss(input, safe, w, class_dim, reduction)
+
+
+# One NllLossBackward0 node, as torch, so that its gradient can be linked to the input (see
+# _nll_loss_backward); forward AD runs through the ops of the forward (no rule here).
+@op("NllLossBackward0", backward=_nll_loss_backward, saves=("self",))
+def _nll_loss(input, safe, w, class_dim, reduction):
     with _state.grad_disabled():
         picked = views.squeeze(indexing.gather(input, class_dim, views.unsqueeze(safe, class_dim)),
                                class_dim)
         loss = -picked * w
         out = reduce.sum(loss) / reduce.sum(w) if reduction == "mean" else _reduce(loss, reduction)
-    return nll_loss.op.emit(out, (input,), (class_dim, safe, w, reduction), (input,))
+    return _nll_loss.op.emit(out, (input,), (class_dim, safe, w, reduction), (input,))
 
 
 @op(name="nn.functional.cross_entropy",
@@ -140,7 +150,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     if weight is not None:
         raise NotImplementedError("label_smoothing together with weight is not supported; "
                                   "apply one of them")
-    valid = Tensor((target._data != ignore_index).astype(input._data.dtype))
+    valid = E.ne(target, ignore_index).to(input.dtype)
     smooth = -reduce.sum(logp, class_dim) * valid
     smooth = reduce.sum(smooth) / reduce.sum(valid) if reduction == "mean" else _reduce(smooth, reduction)
     n = input.shape[class_dim]
@@ -154,8 +164,9 @@ def dropout(input, p=0.5, training=True, inplace=False):
         return input
     if p == 1.0:
         return input * 0.0
-    keep = (_gen.rng.random(input.shape) >= p).astype(input._data.dtype) / (1.0 - p)
-    out = input * Tensor(on_device(keep.astype(input._data.dtype), input.device))
+    # rand (a recorded call): a jitgrad.compile replay draws a new mask, as eager does
+    keep = E.ge(rand(input.shape, dtype=_dt.float64, device=input.device), p)
+    out = input * (keep.to(input.dtype) / (1.0 - p))
     if inplace:
         return input.copy_(out)
     return out

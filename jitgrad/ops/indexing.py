@@ -4,6 +4,7 @@ index_select. Forward with numpy; backward written with jitgrad ops."""
 import numpy as np
 
 from .. import backend
+from .._trace import TRACE, graph_break
 from ..tensor import Tensor, asarray, wrap_dim
 from .registry import Arg, Sample, op
 from .views import make_view, sum_to_size
@@ -75,11 +76,25 @@ def _getitem_backward(node, g):
     return (index_put_zeros(g, shape, key),)
 
 
+def _selects_by_mask(key):
+    for k in key if isinstance(key, tuple) else (key,):
+        if isinstance(k, Tensor):
+            k = k._data
+        elif isinstance(k, list):
+            k = np.asarray(k)
+        if getattr(k, "dtype", None) == np.bool_ and getattr(k, "ndim", 0) > 0:
+            return True
+    return False
+
+
 @op("SliceBackward0", backward=_getitem_backward, linear=lambda b, shape, key: (b.key(key),),
     samples=(Sample(Arg(4, 5), (slice(1, 3), 2)),
              Sample(Arg(4, 5), (Ellipsis, None, slice(None, None, 2))),
              Sample(Arg(4, 5), Arg(3, high=4, kind="int")), Sample(Arg(4, 5), Arg(4, 5, kind="bool"))))
 def getitem(x, key):
+    if TRACE[0] is not None and _selects_by_mask(key):
+        graph_break("indexing with a boolean mask: the result's shape depends on the mask's "
+                    "values (use jitgrad.where or masked_fill to keep the shape)")
     k, advanced = _norm_key(key, x._data.ndim)
     try:
         arr = x._data[k]
@@ -118,15 +133,9 @@ def select(x, dim, index):
 
 def _put_backward(node, g):
     key, v_shape = node._attrs
-    gx = g * Tensor(_zero_mask(g._data.shape, key, g._data))
+    gx = index_put(g, key, 0)  # g with the overwritten entries zeroed (as torch's rule)
     gv = getitem(g, key)
     return (gx, sum_to_size(gv, v_shape) if v_shape is not None else None)
-
-
-def _zero_mask(shape, key, like):
-    m = np.ones(shape, np.bool_, like=like)
-    m[_norm_key(key, len(shape))[0]] = False
-    return m
 
 
 @op("IndexPutBackward0", backward=_put_backward, jvp=_index_put_jvp,

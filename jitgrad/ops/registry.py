@@ -83,7 +83,9 @@ def op(node=None, *, backward=None, jvp=None, linear=None, saves=(), samples=(),
         taken = [n for n in methods if API_BUILT[0] and hasattr(Tensor, n)]
         if taken:
             raise ValueError(f"op {key!r}: Tensor already has {taken}; pick other method names")
-        fn = traced(fn, key)  # a jitgrad.compile trace records the call as one op
+        # A jitgrad.compile trace records the call as one op; an op without a node may be
+        # made of other ops (whose backward is its backward): see compiler/trace.py.
+        fn = traced(fn, key, composite=node is None)
         d = OpDef(key, fn, node, backward, jvp, linear, saves, samples, methods, exports,
                   _names(inplace, key))
         OPS[key] = fn.op = d

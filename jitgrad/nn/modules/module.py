@@ -8,7 +8,7 @@ import numpy as np
 
 from ... import dtypes as _dt
 from ..._node import RemovableHandle, _handle_ids
-from ..._trace import graph_break, traced
+from ..._trace import graph_break, guard, traced
 from ...autograd.grad_mode import no_grad
 from ...tensor import Size, Tensor, check_device, device as _device
 from ..parameter import Parameter
@@ -109,9 +109,19 @@ class Module:
         raise NotImplementedError(
             f'Module [{type(self).__name__}] is missing the required "forward" function')
 
+    def _replay_check(self):
+        """What a jitgrad.compile capture of a call read from this module besides its
+        tensors: train/eval mode (forward may branch on it) and no forward hooks (a
+        hook added later must run)."""
+        training = self.training
+        return lambda: self.training is training and not (self._forward_pre_hooks or
+                                                          self._forward_hooks)
+
     def __call__(self, *args, **kwargs):
         if self._forward_pre_hooks or self._forward_hooks:
             graph_break(f"forward hooks of {type(self).__name__}: hooks run Python on each call")
+        else:
+            guard(self, self._replay_check())
         for hook, with_kwargs in tuple(self._forward_pre_hooks.values()):
             if with_kwargs:
                 r = hook(self, args, kwargs)

@@ -1,0 +1,659 @@
+"""The scalar tape executor: runs of instructions on small CPU tensors, run as
+one call of a precompiled interpreter (kernels/interp.py).
+
+A run of supported instructions is lowered once, when the program is built,
+to a scalar tape over one float64 arena. Every element of every tensor slot
+is an arena cell, so what moves data without computing (reshape, views,
+indexing with constant keys, stack, unbind, expand, broadcasting, zeros)
+becomes a remapping of cell numbers at lowering time and costs nothing when
+the program runs; what computes (elementwise ops, reductions, softmax)
+becomes one tape row per scalar result. Float32 rows compute in float32
+with the formulas of the eager kernels, and reductions add in numpy's order,
+so results match eager mode to an ulp or two (the math functions are the C
+library's, see kernels/interp.py). A run costs one copy per input tensor,
+one interpreter call, and one Tensor per result that the rest of the
+program reads.
+
+Views become copies: a view of a tensor that the program changes in place
+is left to the Python tier (there it stays a view), and so is a view the
+program returns of a tensor the caller also sees, and anything not in the
+tables below (it is never approximated).
+"""
+import math
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..kernels import cache, interp
+from ..ops import indexing
+from ..ops.reduce import _axes
+from ..ops.registry import REGISTRY
+from ..tensor import Tensor
+from .program import SMALL_ELEMENTS, Ref, Segment, iter_refs
+
+NAME = "scalar tape"
+F32, F64, BOOL, I64 = (np.dtype(t) for t in (np.float32, np.float64, np.bool_, np.int64))
+# Held exactly by a float64 cell; int64 only as made by a run (see _SELECTIONS).
+_ARENA_DTYPES = (F32, F64, BOOL, I64)
+# Formulas that only pick one of their operands: on integers they run as float64
+# rows, exact for integers of magnitude up to 2**53 (the backward pass makes 0/1
+# masks with them, e.g. where(c, 1, 0)).
+_SELECTIONS = frozenset(("where", "masked_fill"))
+_EXACT_INT = 2 ** 53
+# Runs shorter than this stay in Python: a segment's own cost (input copies, a
+# call, result Tensors) is about that of one eager op.
+MIN_RUN = 2
+# A run ends once its arena has this many cells (32 MiB): long runs of tensors
+# near SMALL_ELEMENTS would otherwise keep every intermediate alive at once.
+MAX_CELLS = 1 << 22
+
+# The formula table as jitgrad defines it: the interpreter has one branch per
+# op and float dtype. (Ops registered later by a user run in the Python tier;
+# adding them would change, and recompile, the interpreter.)
+_TABLE_OPS = tuple(REGISTRY[k] for k in sorted(REGISTRY))
+_interp = []  # (opcode table, interpreter) once loaded
+cache.on_clear(_interp.clear)
+
+
+def _interpreter():
+    if not _interp:
+        _interp.append(interp.interpreter(_TABLE_OPS))
+    return _interp[0]
+
+
+class _Unsupported(Exception):
+    """An instruction this executor does not lower: the Python tier runs it."""
+
+
+# ---- what the lowering reads from instructions ---------------------------------------
+
+def _changed_in_place(instrs):
+    """Slots that share storage, eagerly, with a tensor an in-place instruction
+    changes: its views (by the view ops below), their views, and what they view.
+    Made here, such a view would be a copy the change does not reach; reading
+    them is fine (a run copies its inputs when it starts, in program order)."""
+    root = {}
+    for ins in instrs:
+        if ins.name in _VIEWS:
+            src = [int(r) for r in ins.reads()]
+            for r in iter_refs(ins.outs):
+                root[int(r)] = root.get(src[0], src[0]) if src else int(r)
+    hit = {root.get(int(ins.args[0]), int(ins.args[0])) for ins in instrs
+           if ins.inplace and ins.args and type(ins.args[0]) is Ref}
+    return {s for s, r in root.items() if r in hit} | hit
+
+
+class _Lowering:
+    """One run of instructions lowered to a scalar tape."""
+
+    def __init__(self, meta, table):
+        self.meta, self.table = meta, table
+        self.loc = {}       # slot -> int64 array of its cells, of the slot's shape
+        self.inputs = []    # (slot, first cell): read from the slot list when run
+        self.n = 0          # cells so far
+        self.consts = {}    # float64 bits -> cell
+        self.rows = []      # tape rows (opcode, out, a, b, c): tuples, or arrays of them
+        self.root = {}      # slot made by a view op -> the slot it views (eagerly)
+        self.kept_roots = set()
+        self.made = set()   # slots made by this run's instructions
+
+    # -- cells --
+    def alloc(self, shape):
+        size = math.prod(shape)
+        cells = np.arange(self.n, self.n + size, dtype=np.int64).reshape(shape)
+        self.n += size
+        return cells
+
+    def const(self, value, shape=()):
+        key = np.float64(value).tobytes()
+        cell = self.consts.get(key)
+        if cell is None:
+            cell = self.consts[key] = self.n
+            self.n += 1
+        return np.full(shape, cell, dtype=np.int64)
+
+    def cells(self, ref):
+        """The cells of slot `ref`: an input of the run (copied in) when no
+        instruction of the run made it."""
+        s = int(ref)
+        got = self.loc.get(s)
+        if got is None:
+            m = _check_meta(self.meta[s])
+            if m.dtype == I64:
+                raise _Unsupported("int64 values from outside the run may not fit a float64")
+            got = self.loc[s] = self.alloc(m.shape)
+            self.inputs.append((s, int(got.reshape(-1)[0]) if got.size else 0))
+        return got
+
+    def apply(self, opcode, shape, *cols):
+        """New cells of `shape` holding the opcode's function of `cols` (cell
+        arrays broadcast to `shape`), one tape row per cell."""
+        out = self.alloc(shape)
+        if out.size == 1:  # most rows of graphs of 0-d tensors: no arrays
+            self.rows.append((opcode, int(out.flat[0]), *(int(c.flat[0]) for c in cols)))
+        elif out.size:
+            rows = np.zeros((out.size, 5), dtype=np.int64)
+            rows[:, 0] = opcode
+            rows[:, 1] = out.reshape(-1)
+            for j, c in enumerate(cols):
+                rows[:, 2 + j] = c.reshape(-1) if c.shape == shape else \
+                    np.broadcast_to(c, shape).reshape(-1)
+            self.rows.append(rows)
+        return out
+
+    def tape(self):
+        """The rows so far as one (n, 5) int64 array."""
+        parts, single = [], []
+        for r in self.rows:
+            if type(r) is tuple:
+                single.append(r + (0,) * (5 - len(r)))
+            else:
+                if single:
+                    parts.append(np.array(single, dtype=np.int64))
+                    single = []
+                parts.append(r)
+        if single:
+            parts.append(np.array(single, dtype=np.int64))
+        return np.concatenate(parts) if parts else np.zeros((0, 5), dtype=np.int64)
+
+    def opcode(self, name, dtype):
+        try:
+            return self.table[name, dtype]
+        except KeyError:
+            raise _Unsupported(f"no {dtype} branch for {name}") from None
+
+    # -- instructions --
+    def try_lower(self, ins, keep):
+        """Lower `ins`, or leave the run as it was and return False."""
+        n_inputs = len(self.inputs)
+        try:
+            self.lower(ins, keep)
+            return True
+        except _Unsupported:
+            for s, _ in self.inputs[n_inputs:]:
+                del self.loc[s]
+            del self.inputs[n_inputs:]
+            return False
+
+    def lower(self, ins, keep):
+        outs = list(iter_refs(ins.outs))
+        if not outs or type(ins.outs) not in (Ref, tuple, list) or ins.inplace:
+            raise _Unsupported("no new tensor result")
+        reads = {int(r) for r in ins.reads()}
+        if type(ins.outs) is Ref and int(ins.outs) in reads and (
+                ins.op is not None or ins.name in _RULES or ins.name in _MOVES):
+            self.cells(ins.outs)  # an op that gave back its input (sum_to_size to its shape)
+            return
+        for r in outs:
+            _check_meta(self.meta[r])
+            if int(r) in reads or int(r) in self.loc:
+                raise _Unsupported("gives back one of its inputs")
+        self.out_meta = self.meta[outs[0]]
+        if ins.op is not None:
+            if ins.kwargs or len(ins.args) != ins.op.n_args + 1:
+                raise _Unsupported("elementwise call form")
+            results = self.formula(ins.op, ins.args[1:], self.out_meta)
+        elif ins.name in _MOVES:
+            results = self.moved(ins, keep)
+        elif ins.name in _RULES:
+            results = _RULES[ins.name](self, *ins.args, **ins.kwargs)
+        else:
+            raise _Unsupported(ins.name)
+        if type(ins.outs) is Ref:
+            results = (results,)
+        if len(results) != len(outs):
+            raise _Unsupported("result count")
+        for r, cells in zip(outs, results):
+            if cells.shape != self.meta[r].shape:
+                raise _Unsupported("result shape")
+        for r, cells in zip(outs, results):
+            self.loc[int(r)] = cells
+            self.made.add(int(r))
+
+    def moved(self, ins, keep):
+        """Cells of an op that only moves data: the op run on cell numbers. A view
+        returned from the program, of a tensor the caller also sees, stays in the
+        Python tier: there it is a view, here it would be a copy."""
+        src = [int(r) for r in ins.reads()]
+        dtypes = {self.meta[r].dtype for r in src}
+        if len(dtypes) != 1 or self.out_meta.dtype not in dtypes:
+            raise _Unsupported("mixed dtypes")
+        if ins.name in _VIEWS:
+            root = self.root.get(src[0], src[0])
+            for r in iter_refs(ins.outs):
+                self.root[int(r)] = root
+                if int(r) in keep and (root in keep or root in self.kept_roots or
+                                       root not in self.made):
+                    raise _Unsupported("a returned view")
+            self.kept_roots.update(root for r in iter_refs(ins.outs) if int(r) in keep)
+        out = ins.fn(*_index_tensors(self, ins.args), **_index_tensors(self, ins.kwargs))
+        if isinstance(out, Tensor):
+            return out._data
+        return tuple(t._data for t in out)
+
+    def formula(self, op, operands, m):
+        """Cells of `op` applied to operands (Refs or Python numbers), whose eager
+        result has SlotMeta `m`."""
+        dims, zero, scalars = [], [], []
+        for a, v in zip(op.args, operands):
+            if type(v) is Ref:
+                vm = _check_meta(self.meta[v])
+                if a not in op.bool_args:
+                    (dims if vm.shape else zero).append(vm.dtype)
+            elif type(v) in (float, int, bool):
+                if a not in op.bool_args:
+                    scalars.append(v)
+            else:
+                raise _Unsupported("operand type")
+        try:
+            kdt, res = _dt.kernel_dtypes(op.name, dims, zero, scalars, op.floating,
+                                         op.bool_promotes)
+        except TypeError:
+            raise _Unsupported("dtype") from None
+        if m.dtype != (BOOL if op.bool_out else res):
+            raise _Unsupported("dtype")
+        if kdt == I64 and op.name in _SELECTIONS and all(
+                abs(v) <= _EXACT_INT for v in scalars):
+            kdt = F64
+        code = self.opcode(op.name, kdt)
+        cols = []
+        for a, v in zip(op.args, operands):
+            if type(v) is Ref:
+                cols.append(self.cells(v))
+            else:
+                try:
+                    value = float(bool(v)) if a in op.bool_args else float(kdt.type(v))
+                except OverflowError:
+                    raise _Unsupported("constant out of range") from None
+                cols.append(self.const(value))
+        try:
+            if np.broadcast_shapes(*(c.shape for c in cols)) != m.shape:
+                raise _Unsupported("broadcast shape")
+        except ValueError:
+            raise _Unsupported("broadcast") from None
+        return self.apply(code, m.shape, *cols)
+
+    # -- composite rows --
+    def binary(self, name, dtype, a, b):
+        return self.apply(self.opcode(name, dtype), np.broadcast_shapes(a.shape, b.shape), a, b)
+
+    def unary(self, name, dtype, a):
+        return self.apply(self.opcode(name, dtype), a.shape, a)
+
+    def reduce(self, cells, axes, name, dtype):
+        """`cells` reduced over `axes` (kept as size-1 dims) by binary op `name`,
+        adding in numpy's order for the contiguous arrays eager mode reduces:
+        pairwise along trailing axes, one after another along others."""
+        nd = cells.ndim
+        kept = [d for d in range(nd) if d not in axes]
+        shape = tuple(1 if d in axes else s for d, s in enumerate(cells.shape))
+        n = math.prod(cells.shape[d] for d in axes)
+        table = np.transpose(cells, kept + list(axes)).reshape(-1, n)
+        cols = [table[:, j] for j in range(n)]
+        code = self.opcode(name, dtype)
+        if n == 0:
+            return self.const(0.0, shape)
+
+        def add(a, b):
+            return self.apply(code, a.shape, a, b)
+
+        def pairwise(cs):  # numpy's pairwise_sum (loops_utils.h)
+            if len(cs) < 8:
+                acc = cs[0]
+                for c in cs[1:]:
+                    acc = add(acc, c)
+                return acc
+            if len(cs) <= 128:
+                r = list(cs[:8])
+                i = 8
+                while i < len(cs) - len(cs) % 8:
+                    r = [add(r[j], cs[i + j]) for j in range(8)]
+                    i += 8
+                acc = add(add(add(r[0], r[1]), add(r[2], r[3])),
+                          add(add(r[4], r[5]), add(r[6], r[7])))
+                for c in cs[i:]:
+                    acc = add(acc, c)
+                return acc
+            h = len(cs) // 2
+            h -= h % 8
+            return add(pairwise(cs[:h]), pairwise(cs[h:]))
+
+        if tuple(axes) == tuple(range(nd - len(axes), nd)):
+            acc = pairwise(cols)
+        else:
+            acc = cols[0]
+            for c in cols[1:]:
+                acc = add(acc, c)
+        return acc.reshape(shape)
+
+
+def _check_meta(m):
+    """The slot's SlotMeta if its tensor can live in the arena, else unsupported."""
+    if m is None or m.array_type is not np.ndarray or m.dtype not in _ARENA_DTYPES or \
+            m.size > SMALL_ELEMENTS:
+        raise _Unsupported("slot")
+    return m
+
+
+def _float(m):
+    if m.dtype not in (F32, F64):
+        raise _Unsupported("not a float tensor")
+    return m.dtype
+
+
+# ---- rules of the non-elementwise instructions: (lowering, *args) -> cells -----------
+
+def _index_tensors(low, v):
+    """Arguments with each tensor slot replaced by a Tensor of its cell numbers."""
+    if type(v) is Ref:
+        return Tensor(np.array(low.cells(v)))
+    if type(v) in (list, tuple):
+        return type(v)(_index_tensors(low, x) for x in v)
+    return v
+
+
+def _filled(value):
+    def rule(low, *args, dtype=None, device=None, requires_grad=False, **kwargs):
+        m = low.out_meta
+        if requires_grad or kwargs:
+            raise _Unsupported("factory options")
+        return low.const(float(m.dtype.type(value)), m.shape)
+    return rule
+
+
+def _sum(low, x, dim=None, keepdim=False, dtype=None):
+    m = low.meta[x]
+    if dtype is not None:
+        raise _Unsupported("sum(dtype=)")
+    # Counts (a bool or int64 tensor made by the run) add exactly as float64 rows.
+    kdt = F64 if m.dtype in (BOOL, I64) and low.out_meta.dtype == I64 else _float(m)
+    cells = low.cells(x)
+    axes = _axes(dim, cells.ndim)
+    out = low.reduce(cells, axes, "add", kdt)
+    return out if keepdim else _squeeze(out, axes)
+
+
+def _extreme(name):
+    """amax/amin: picks, so any order gives eager's value (NaN wins, as numpy's)."""
+    def rule(low, x, dim=(), keepdim=False):
+        kdt = _float(low.meta[x])
+        cells = low.cells(x)
+        axes = _axes(None if dim == () else dim, cells.ndim)
+        if not cells.size:
+            raise _Unsupported("empty")
+        out = low.reduce(cells, axes, name, kdt)
+        return out if keepdim else _squeeze(out, axes)
+    return rule
+
+
+def _extreme_op(low, x, dim, keepdim, fn, name):
+    """The op that amax, amin, max and min (without indices) record: `name` says which."""
+    pick = "maximum" if name in ("amax", "max") else "minimum"
+    return _extreme(pick)(low, x, () if dim is None else dim, keepdim)
+
+
+def _squeeze(cells, axes):
+    return cells.reshape(tuple(s for d, s in enumerate(cells.shape) if d not in axes))
+
+
+def _mean(low, x, dim=None, keepdim=False, dtype=None):
+    m = low.meta[x]
+    kdt = _float(m)
+    cells = low.cells(x)
+    axes = _axes(dim, cells.ndim)
+    if dtype is not None or not cells.size:
+        raise _Unsupported("mean form")
+    count = math.prod(cells.shape[a] for a in axes)
+    total = low.reduce(cells, axes, "add", kdt)
+    out = low.binary("div", kdt, total, low.const(float(kdt.type(count))))
+    return out if keepdim else _squeeze(out, axes)
+
+
+def _sum_to_size(low, x, *shape):
+    cells = low.cells(x)
+    _float(low.meta[x])
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    lead = cells.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + k for k, s in enumerate(shape)
+                                      if s == 1 and cells.shape[lead + k] != 1)
+    if not axes:
+        raise _Unsupported("returns its input")
+    return low.reduce(cells, axes, "add", low.meta[x].dtype).reshape(shape)
+
+
+def _softmax(log):
+    def rule(low, x, dim, dtype=None):
+        kdt = _float(low.meta[x])
+        cells = low.cells(x)
+        if dtype is not None or not cells.size:
+            raise _Unsupported("softmax form")
+        if cells.ndim == 0:
+            return cells if log else low.const(1.0)  # log_softmax of a 0-d tensor is x - x
+        ax = (dim + cells.ndim if dim < 0 else dim,)
+        z = low.binary("sub", kdt, cells, low.reduce(cells, ax, "maximum", kdt))
+        e = low.unary("exp", kdt, z)
+        s = low.reduce(e, ax, "add", kdt)
+        if log:
+            return low.binary("sub", kdt, z, low.unary("log", kdt, s))
+        return low.binary("div", kdt, e, s)
+    return rule
+
+
+def _index_put_zeros(low, g, shape, key):
+    cells = low.cells(g)
+    if any(True for _ in iter_refs(key)):
+        raise _Unsupported("tensor key")
+    k, advanced = indexing._norm_key(key, len(shape))
+    out = low.const(0.0, tuple(shape)).copy()
+    if not advanced:
+        out[k] = cells
+        return out
+    # np.add.at: each element added into zeros, repeated indices in order
+    kdt = _float(low.meta[g])
+    add = low.opcode("add", kdt)
+    flat = out.reshape(-1)
+    where = np.arange(flat.size).reshape(shape)[k]
+    for pos, cell in zip(where.reshape(-1).tolist(),
+                         np.broadcast_to(cells, where.shape).reshape(-1).tolist()):
+        flat[pos] = low.apply(add, (), np.array(flat[pos]), np.array(cell))
+    return out
+
+
+def _to_dtype(low, x, dtype):
+    src = low.meta[x].dtype
+    dst = _dt.to_dtype(dtype).np
+    if src == dst or dst not in (F32, F64) or src not in _ARENA_DTYPES:
+        raise _Unsupported("conversion")
+    cells = low.cells(x)
+    if dst == F32 and src == F64:
+        return low.apply(interp.ROUND32, cells.shape, cells)
+    return cells  # exact: float32 and bool values are float64 values
+
+
+# Above this many products a matmul is BLAS's (the Python tier's): as tape rows
+# (a multiply and an add each) it would cost more than the call it saves.
+MATMUL_PRODUCTS = 1 << 14
+
+
+def _matmul_cells(low, a, b):
+    """Cells of np.matmul(a, b) (cell arrays of one float dtype `kdt`): the
+    products, then their sums in order along the inner dimension."""
+    kdt = low.out_meta.dtype
+    a2 = a[None, :] if a.ndim == 1 else a
+    b2 = b[:, None] if b.ndim == 1 else b
+    n, k, m = a2.shape[-2], a2.shape[-1], b2.shape[-1]
+    batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+    if math.prod(batch) * n * k * m > MATMUL_PRODUCTS or not k:
+        raise _Unsupported("matmul size")
+    shape = batch + (n, k, m)
+    prod = low.apply(low.opcode("mul", kdt), shape, a2[..., :, :, None], b2[..., None, :, :])
+    out = low.reduce(prod, (len(shape) - 2,), "add", kdt).reshape(batch + (n, m))
+    if a.ndim == 1:
+        out = out[..., 0, :]
+    if b.ndim == 1:
+        out = out[..., 0]
+    return out
+
+
+def _matmul(low, a, b):
+    ma, mb = low.meta[a], low.meta[b]
+    if ma.dtype != mb.dtype or low.out_meta.dtype != _float(ma):
+        raise _Unsupported("matmul dtypes")
+    return _matmul_cells(low, low.cells(a), low.cells(b))
+
+
+def _elementwise_alias(name, order):
+    """A rule running formula `name` on the operands in `order` (a method such as
+    __rsub__ computes sub(other, self))."""
+    def rule(low, *args, **kwargs):
+        if kwargs:
+            raise _Unsupported("keywords")
+        return low.formula(REGISTRY[name], tuple(args[i] for i in order), low.out_meta)
+    return rule
+
+
+def _softplus(low, x, beta=1.0, threshold=20.0):
+    return low.formula(REGISTRY["softplus"], (x, beta, threshold), low.out_meta)
+
+
+def _gelu(low, x, approximate="none"):
+    name = {"none": "gelu", "tanh": "gelu_tanh"}.get(approximate)
+    if name is None:
+        raise _Unsupported("gelu approximation")
+    return low.formula(REGISTRY[name], (x,), low.out_meta)
+
+
+# The ops that only move data: each gives the cell numbers its eager
+# counterpart would give the values of.
+_VIEWS = ("reshape", "view", "narrow", "select", "getitem", "expand", "expand_as",
+          "broadcast_to", "unbind", "squeeze", "unsqueeze", "transpose", "permute", "t",
+          "flatten", "contiguous", "split", "chunk")
+_MOVES = frozenset(_VIEWS + ("stack", "cat", "flip", "clone"))
+
+_RULES = {
+    "sum": _sum, "mean": _mean, "sum_to_size": _sum_to_size,
+    "amax": _extreme("maximum"), "amin": _extreme("minimum"), "_extreme": _extreme_op,
+    "softmax": _softmax(False), "log_softmax": _softmax(True),
+    "index_put_zeros": _index_put_zeros, "to_dtype": _to_dtype,
+    "zeros_as": _filled(0.0), "zeros_like": _filled(0.0), "ones_like": _filled(1.0),
+    "nn.functional.softplus": _softplus, "nn.functional.gelu": _gelu,
+    "__rsub__": _elementwise_alias("sub", (1, 0)),
+    "__rtruediv__": _elementwise_alias("div", (1, 0)),
+    "__rpow__": _elementwise_alias("pow", (1, 0)),
+    "matmul": _matmul, "mm": _matmul, "bmm": _matmul, "dot": _matmul,
+}
+
+
+# ---- the executor ----------------------------------------------------------------------
+
+def scalar_tape(meta, instrs, keep, taken):
+    """Segments over the maximal runs of instructions this executor lowers."""
+    changed = _changed_in_place(instrs)
+    last = {}
+    for i, ins in enumerate(instrs):
+        for r in ins.reads():
+            last[int(r)] = i
+    table = None
+    i, n = 0, len(instrs)
+    while i < n:
+        start = i
+        low = None
+        while i < n and i not in taken:
+            ins = instrs[i]
+            if ins.name in _VIEWS and any(int(r) in changed for r in ins.writes()):
+                break
+            if table is None:
+                table = _interpreter()[0]
+            low = low or _Lowering(meta, table)
+            if low.n > MAX_CELLS or not low.try_lower(ins, keep):
+                break
+            i += 1
+        if i - start >= MIN_RUN:
+            yield Segment(start, i, _Compiled(low, i, last, keep).run, NAME)
+        i = max(i, start + 1)
+
+
+_STORES = {F32: interp.STORE_F32, F64: interp.STORE_F64, BOOL: interp.STORE_BOOL,
+           I64: interp.STORE_I64}
+_NO_OUTPUT = {dt: np.empty(0, dt) for dt in _STORES}
+
+
+class _Compiled:
+    """A lowered run made runnable: the tape (dead rows dropped), the arena with
+    its constants, where inputs go and where results come from."""
+
+    def __init__(self, low, stop, last, keep):
+        outs = sorted(s for s in low.made if last.get(s, -1) >= stop or s in keep)
+        sizes = dict.fromkeys(_STORES, 0)
+        stores, self.outs = [], []
+        for s in outs:
+            m = low.meta[s]
+            cells = low.loc[s].reshape(-1)
+            at = sizes[m.dtype]
+            sizes[m.dtype] += cells.size
+            stores.append(np.column_stack([
+                np.full(cells.size, _STORES[m.dtype]), np.arange(at, at + cells.size), cells,
+                np.zeros((cells.size, 2), dtype=np.int64)]))
+            self.outs.append((s, list(_STORES).index(m.dtype), at, at + cells.size, m.shape))
+        self.buffers = [(sizes[dt], dt) for dt in _STORES]
+        self.code = _optimize(np.concatenate([low.tape()] + stores), low.n)
+        self.arena = np.zeros(low.n)
+        for key, cell in low.consts.items():
+            self.arena[cell] = np.frombuffer(key, dtype=np.float64)[0]
+        self.inputs = [(s, first, low.meta[s].shape) for s, first in low.inputs]
+        self.kernel = _interpreter()[1]
+        self.pool = []
+
+    def _state(self):
+        arena = self.arena.copy()
+        views = [(s, arena[first:first + math.prod(shape)].reshape(shape))
+                 for s, first, shape in self.inputs]
+        return arena, views
+
+    def run(self, env):
+        try:
+            arena, views = self.pool.pop()  # one arena per concurrent run
+        except IndexError:
+            arena, views = self._state()
+        for s, v in views:
+            v[...] = env[s]._data  # cast to float64 (bool: 0 or 1)
+        bufs = [np.empty(n, dt) if n else _NO_OUTPUT[dt] for n, dt in self.buffers]
+        self.kernel(self.code, arena, *bufs)
+        self.pool.append((arena, views))
+        for s, k, a, b, shape in self.outs:
+            env[s] = Tensor(bufs[k][a:b].reshape(shape))
+
+
+def _optimize(code, n_cells):
+    """The tape without repeated rows (a row computing what an earlier one did
+    reads that one's cell instead) and without rows no store depends on;
+    checked to stay inside the arena (the interpreter indexes without bounds
+    checks)."""
+    stores = set(_STORES.values())
+    alias = list(range(n_cells))
+    seen = {}
+    cols = [[] for _ in range(5)]  # lists of ints: not objects the garbage collector walks
+    for k, o, a, b, c in zip(*(code[:, j].tolist() for j in range(5))):
+        a, b, c = alias[a], alias[b], alias[c]
+        if k not in stores:
+            prev = seen.setdefault((k, a, b, c), o)
+            if prev != o:
+                alias[o] = prev
+                continue
+        for col, v in zip(cols, (k, o, a, b, c)):
+            col.append(v)
+    need = bytearray(n_cells)
+    live = bytearray(len(cols[0]))
+    ks, os_, as_, bs, cs = cols
+    for i in range(len(ks) - 1, -1, -1):
+        if ks[i] in stores or need[os_[i]]:
+            live[i] = 1
+            need[as_[i]] = need[bs[i]] = need[cs[i]] = 1
+    keep = np.frombuffer(bytes(live), dtype=bool)
+    code = np.ascontiguousarray(np.array(cols, dtype=np.int32).T[keep]).reshape(-1, 5)
+    computed = ~np.isin(code[:, 0], list(stores))
+    if len(code) and (code[:, 2:].max() >= n_cells or code[computed, 1].max(initial=0)
+                      >= n_cells or code.min() < 0):
+        raise AssertionError("scalar tape: a cell index outside the arena (a jitgrad bug)")
+    return code

@@ -1,0 +1,413 @@
+"""jitgrad.compile end to end: whole training steps of nn models with each
+optimizer, autograd.grad inside (a Hessian-vector product), guards and
+recompiles, and the ways to apply it (module, decorator, method). Each
+compiled run is compared with an eager twin over several calls: the first
+call traces, the later ones replay."""
+import warnings
+
+import numpy as np
+import pytest
+
+import jitgrad
+import jitgrad.nn.functional as F
+from jitgrad import nn
+from jitgrad.compiler import RECOMPILE_LIMIT, CompiledFunction, CompiledModule
+
+from compile_helpers import assert_close
+
+import helpers
+
+STEPS = 4
+
+
+# ---- nn models trained with the whole step compiled -------------------------------------------
+
+def _model(seed):
+    jitgrad.manual_seed(seed)
+    return nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 3))
+
+
+OPTIMIZERS = {
+    "sgd": lambda p: jitgrad.optim.SGD(p, lr=0.1),
+    "sgd_momentum": lambda p: jitgrad.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True,
+                                                weight_decay=0.01),
+    "adam": lambda p: jitgrad.optim.Adam(p, lr=0.01),
+    "adam_amsgrad": lambda p: jitgrad.optim.Adam(p, lr=0.01, amsgrad=True, weight_decay=0.01),
+    "adamw": lambda p: jitgrad.optim.AdamW(p, lr=0.01, weight_decay=0.1),
+}
+
+
+def _train_step(model, opt, x, y):
+    opt.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def _batches(seed, n=STEPS):
+    rng = helpers.rng_for("batches", seed)
+    return [(jitgrad.tensor(rng.standard_normal((5, 6)).astype("float32")),
+             jitgrad.tensor(rng.integers(0, 3, 5))) for _ in range(n)]
+
+
+def _assert_same_training_state(model_c, opt_c, model_e, opt_e, what):
+    for (name, pc), pe in zip(model_c.named_parameters(), model_e.parameters()):
+        assert_close(pc, pe, f"{what}: parameter {name}")
+        assert (pc.grad is None) == (pe.grad is None), f"{what}: .grad of {name}"
+        if pe.grad is not None:
+            assert_close(pc.grad, pe.grad, f"{what}: .grad of {name}")
+    sc, se = opt_c.state_dict()["state"], opt_e.state_dict()["state"]
+    assert sorted(sc) == sorted(se), f"{what}: optimizer state for parameters {sorted(sc)}"
+    for i in se:
+        assert sorted(sc[i]) == sorted(se[i]), f"{what}: optimizer state keys of parameter {i}"
+        for k, v in se[i].items():
+            assert_close(sc[i][k], v, f"{what}: optimizer state {k!r} of parameter {i}")
+
+
+@pytest.mark.parametrize("opt_name", sorted(OPTIMIZERS))
+def test_training_step_compiled_matches_eager(opt_name):
+    model_c, model_e = _model(0), _model(0)
+    opt_c, opt_e = OPTIMIZERS[opt_name](model_c.parameters()), OPTIMIZERS[opt_name](
+        model_e.parameters())
+    step = jitgrad.compile(_train_step)
+    for i, (x, y) in enumerate(_batches(opt_name)):
+        loss_c = step(model_c, opt_c, x, y)
+        loss_e = _train_step(model_e, opt_e, x, y)
+        assert_close(loss_c, loss_e, f"step {i}: loss", graph=False)
+        _assert_same_training_state(model_c, opt_c, model_e, opt_e, f"step {i}")
+    assert step.breaks == [] and step.eager_calls == 0
+    assert step.traces == 1  # zero_grad() leaves every .grad None at the start of each step
+
+
+def test_training_step_matches_torch():
+    """The compiled SGD-with-momentum step against torch, weights copied over."""
+    torch = helpers.require_torch()
+    model = _model(1)
+    th_model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8),
+                                   torch.nn.Tanh(), torch.nn.Linear(8, 3))
+    with torch.no_grad():
+        for p, q in zip(model.parameters(), th_model.parameters()):
+            q.copy_(torch.tensor(p.detach().numpy()))
+    opt = jitgrad.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    th_opt = torch.optim.SGD(th_model.parameters(), lr=0.1, momentum=0.9)
+    step = jitgrad.compile(_train_step)
+
+    def th_step(x, y):
+        th_opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(th_model(x), y)
+        loss.backward()
+        th_opt.step()
+        return loss
+
+    for x, y in _batches("torch"):
+        loss = step(model, opt, x, y)
+        th_loss = th_step(torch.tensor(x.numpy()), torch.tensor(y.numpy()))
+        np.testing.assert_allclose(float(loss), float(th_loss.detach()), rtol=1e-5)
+    for p, q in zip(model.parameters(), th_model.parameters()):
+        helpers.assert_same(p.detach(), q.detach(), rtol=1e-5, atol=1e-6)
+    assert step.traces == 1 and step.eager_calls == 0
+
+
+def test_loss_function_compiled_with_eager_optimizer():
+    """The forward and loss compiled, backward() and step() outside: the captured
+    backward gives the parameters eager's gradients."""
+    model_c, model_e = _model(2), _model(2)
+    opt_c = jitgrad.optim.Adam(model_c.parameters(), lr=0.01)
+    opt_e = jitgrad.optim.Adam(model_e.parameters(), lr=0.01)
+    loss_fn = jitgrad.compile(lambda m, x, y: F.cross_entropy(m(x), y))
+    for i, (x, y) in enumerate(_batches("loss")):
+        for model, opt, fn in ((model_c, opt_c, loss_fn),
+                               (model_e, opt_e, lambda m, x, y: F.cross_entropy(m(x), y))):
+            opt.zero_grad()
+            loss = fn(model, x, y)
+            assert loss.grad_fn is not None
+            loss.backward()
+            opt.step()
+        _assert_same_training_state(model_c, opt_c, model_e, opt_e, f"step {i}")
+    assert loss_fn.traces == 1 and loss_fn.eager_calls == 0
+
+
+def test_learning_rate_changed_between_steps_is_used():
+    """Hyper-parameters are read by the replayed optimizer step, as eager reads them."""
+    model_c, model_e = _model(3), _model(3)
+    opt_c = jitgrad.optim.SGD(model_c.parameters(), lr=0.1, momentum=0.5)
+    opt_e = jitgrad.optim.SGD(model_e.parameters(), lr=0.1, momentum=0.5)
+    step = jitgrad.compile(_train_step)
+    for i, (x, y) in enumerate(_batches("lr")):
+        for opt in (opt_c, opt_e):
+            opt.param_groups[0]["lr"] = 0.1 / (i + 1)
+        step(model_c, opt_c, x, y)
+        _train_step(model_e, opt_e, x, y)
+        _assert_same_training_state(model_c, opt_c, model_e, opt_e, f"step {i}")
+    assert step.eager_calls == 0
+
+
+# ---- autograd.grad inside: a Hessian-vector product ---------------------------------------------
+
+def _hvp(lib, A, w, v):
+    y = lib.tanh(A @ w).sum()
+    (g,) = lib.autograd.grad(y, w, create_graph=True)
+    (hv,) = lib.autograd.grad((g * v).sum(), w, create_graph=True)
+    return hv
+
+
+def test_hessian_vector_product_compiled_matches_eager_and_torch():
+    torch = helpers.require_torch()
+    rng = helpers.rng_for("hvp")
+    hvp = jitgrad.compile(lambda A, w, v: _hvp(jitgrad, A, w, v))
+    for i in range(STEPS):
+        A, w, v = rng.standard_normal((5, 4)), rng.standard_normal(4), rng.standard_normal(4)
+        args = lambda lib, **kw: (lib.tensor(A), lib.tensor(w, requires_grad=True),  # noqa: E731
+                                  lib.tensor(v))
+        got = hvp(*args(jitgrad))
+        want = _hvp(jitgrad, *args(jitgrad))
+        assert_close(got, want, f"call {i}")
+        helpers.assert_same(got.detach(), _hvp(torch, *args(torch)).detach(), rtol=1e-9,
+                            atol=1e-12, what=f"call {i} vs torch")
+    assert hvp.traces == 1 and hvp.breaks == [] and hvp.eager_calls == 0
+
+
+def test_gradient_of_the_hessian_vector_product_flows_back():
+    """The compiled HVP's result has a graph (create_graph=True): its backward
+    gives w eager's third-order gradient."""
+    rng = helpers.rng_for("hvp-bwd")
+    A, w, v = rng.standard_normal((5, 4)), rng.standard_normal(4), rng.standard_normal(4)
+    hvp = jitgrad.compile(lambda A, w, v: _hvp(jitgrad, A, w, v))
+    grads = []
+    for compiled in (True, True, False):
+        wt = jitgrad.tensor(w, requires_grad=True)
+        out = (hvp if compiled else lambda *a: _hvp(jitgrad, *a))(jitgrad.tensor(A), wt,
+                                                                  jitgrad.tensor(v))
+        assert out.requires_grad
+        (out * out).sum().backward()
+        grads.append(wt.grad)
+    assert_close(grads[0], grads[2], "traced call")
+    assert_close(grads[1], grads[2], "replayed call")
+
+
+# ---- guards and recompiles ----------------------------------------------------------------------
+
+def _f(x, scale=1.0):
+    return (x.sin() * scale).sum()
+
+
+def test_same_signature_replays_and_new_signatures_retrace():
+    f = jitgrad.compile(_f)
+    x = jitgrad.ones(3, requires_grad=True)
+    calls = [
+        (x, 1.0, 1),                                              # first call: a trace
+        (jitgrad.full((3,), 2.0, requires_grad=True), 1.0, 1),    # same signature, new values
+        (jitgrad.ones(4, requires_grad=True), 1.0, 2),            # new shape
+        (jitgrad.ones(3, dtype=jitgrad.float64, requires_grad=True), 1.0, 3),  # new dtype
+        (jitgrad.ones(3), 1.0, 4),                                # requires_grad False
+        (x, 2.5, 5),                                              # a new Python number
+        (x, 2.5, 5),
+        (x, 1.0, 5),                                              # back to a known signature
+    ]
+    for i, (arg, scale, traces) in enumerate(calls):
+        got, want = f(arg, scale), _f(arg, scale)
+        assert_close(got, want, f"call {i}")
+        assert f.traces == traces, f"call {i}: {f.traces} traces, expected {traces}"
+    assert f.eager_calls == 0
+
+
+def test_one_tensor_passed_twice_is_part_of_the_signature():
+    f = jitgrad.compile(lambda a, b: a * 2 + b)
+    x = jitgrad.tensor([1.0, 2.0])
+    for _ in range(2):
+        np.testing.assert_array_equal(f(x, x).numpy(), [3.0, 6.0])
+    a, b = jitgrad.tensor([1.0, 1.0]), jitgrad.tensor([10.0, 20.0])
+    for _ in range(2):
+        np.testing.assert_array_equal(f(a, b).numpy(), [12.0, 22.0])
+        np.testing.assert_array_equal(f(x, x).numpy(), [3.0, 6.0])
+    assert f.traces == 2
+    assert "the same tensor at tensor arguments 0 and 1" in str(jitgrad.compile.explain(f, x, x))
+
+
+def test_grad_mode_is_part_of_the_signature():
+    f = jitgrad.compile(_f)
+    x = jitgrad.ones(3, requires_grad=True)
+    f(x)
+    with jitgrad.no_grad():
+        y = f(x)
+        y = f(x)
+    assert not y.requires_grad and f.traces == 2
+    assert f(x).requires_grad and f.traces == 2
+
+
+def test_more_signatures_than_the_limit_warn_once_and_run_eagerly():
+    f = jitgrad.compile(_f)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for n in range(1, RECOMPILE_LIMIT + 4):
+            x = jitgrad.linspace(-1, 1, n, requires_grad=True)
+            got = f(x)
+            assert_close(got, _f(x), f"length {n}")
+            got.backward()
+            np.testing.assert_allclose(x.grad.numpy(), np.cos(x.detach().numpy()), rtol=1e-6)
+    recompile = [w for w in seen if "traced" in str(w.message)]
+    assert len(recompile) == 1 and recompile[0].category is UserWarning
+    assert "_f" in str(recompile[0].message) and str(RECOMPILE_LIMIT) in str(recompile[0].message)
+    assert f.traces == RECOMPILE_LIMIT and f.eager_calls == 3
+    x = jitgrad.linspace(-1, 1, 1, requires_grad=True)  # a known signature still replays
+    f(x)
+    assert f.eager_calls == 3
+
+
+def test_external_parameter_with_a_new_shape_retraces():
+    lin = nn.Linear(3, 2)
+    f = jitgrad.compile(lambda x: lin(x).sum())
+    x = jitgrad.ones(4, 3)
+    for i in range(2):
+        assert_close(f(x), lin(x).sum(), f"call {i}")
+    assert f.traces == 1
+    lin.weight.data = jitgrad.ones(5, 3)
+    lin.bias.data = jitgrad.zeros(5)
+    for i in range(2):
+        got = f(x)
+        assert got.shape == () and float(got) == pytest.approx(60.0)
+    assert f.traces == 2 and f.eager_calls == 0
+
+
+def test_external_parameter_shapes_switching_back_reuse_their_programs():
+    lin = nn.Linear(3, 2)
+    f = jitgrad.compile(lambda x: lin(x).sum())
+    x = jitgrad.ones(4, 3)
+    shapes = {2: (lin.weight.data, lin.bias.data), 5: (jitgrad.ones(5, 3), jitgrad.zeros(5))}
+    for n in (2, 5, 2, 5, 2):
+        lin.weight.data, lin.bias.data = shapes[n]
+        assert_close(f(x), lin(x).sum(), f"{n} outputs")
+    assert f.traces == 2 and f.eager_calls == 0
+
+
+def test_train_and_eval_mode_are_guarded():
+    """forward branches on module.training (dropout): each mode gets its program,
+    and switching back and forth retraces neither."""
+    model = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.Linear(8, 2))
+    compiled = jitgrad.compile(model)
+    x = jitgrad.ones(3, 4)
+    for i in range(3):
+        compiled.train()
+        jitgrad.manual_seed(i)
+        got = compiled(x)
+        jitgrad.manual_seed(i)
+        assert_close(got, model(x), f"train {i}")
+        compiled.eval()
+        assert_close(compiled(x), model(x), f"eval {i}")
+    assert compiled._compiled.traces == 2 and compiled._compiled.eager_calls == 0
+
+
+def test_dropout_draws_a_new_mask_on_each_replay_as_eager_does():
+    model_c, model_e = (nn.Sequential(nn.Linear(6, 8), nn.Dropout(0.3), nn.Linear(8, 3))
+                        for _ in range(2))
+    model_e.load_state_dict(model_c.state_dict())
+    opt_c = jitgrad.optim.SGD(model_c.parameters(), lr=0.1, momentum=0.9)
+    opt_e = jitgrad.optim.SGD(model_e.parameters(), lr=0.1, momentum=0.9)
+    step = jitgrad.compile(_train_step)
+    for i, (x, y) in enumerate(_batches("dropout")):
+        jitgrad.manual_seed(i)
+        step(model_c, opt_c, x, y)
+        jitgrad.manual_seed(i)
+        _train_step(model_e, opt_e, x, y)
+        _assert_same_training_state(model_c, opt_c, model_e, opt_e, f"step {i}")
+    assert step.traces == 1 and step.eager_calls == 0
+
+
+def test_external_parameter_values_are_read_at_each_call():
+    w = jitgrad.tensor([1.0, 2.0], requires_grad=True)
+    f = jitgrad.compile(lambda x: (x * w).sum())
+    x = jitgrad.tensor([3.0, 4.0])
+    assert float(f(x)) == 11.0
+    with jitgrad.no_grad():
+        w.mul_(2)
+    assert float(f(x)) == 22.0
+    f(x).backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [3.0, 4.0])
+    assert f.traces == 1
+
+
+def test_a_replay_checks_its_inputs_as_eager_does():
+    loss = jitgrad.compile(lambda x, t: F.cross_entropy(x, t))
+    x = jitgrad.zeros(2, 3, requires_grad=True)
+    for t in ([0, 1], [2, 0]):
+        assert_close(loss(x, jitgrad.tensor(t)), F.cross_entropy(x, jitgrad.tensor(t)), str(t))
+    with pytest.raises(IndexError, match=r"Target 7 is out of bounds \(number of classes 3\)"):
+        loss(x, jitgrad.tensor([0, 7]))
+    assert loss.traces == 1
+
+
+def test_double_backward_through_a_replayed_loss_function_is_refused():
+    f = jitgrad.compile(lambda x: (x.sin() * x).sum())
+    x = jitgrad.tensor([0.5, 1.0], requires_grad=True)
+    f(x)
+    y = f(x)  # replayed: its backward runs the captured backward, without a graph
+    with pytest.raises(RuntimeError, match="double backward through a jitgrad.compile'd"):
+        jitgrad.autograd.grad(y, x, create_graph=True)
+
+
+# ---- ways to apply it ---------------------------------------------------------------------------
+
+def test_compile_a_module():
+    model, twin = _model(4), _model(4)
+    compiled = jitgrad.compile(model)
+    assert isinstance(compiled, CompiledModule)
+    assert [p is q for p, q in zip(compiled.parameters(), model.parameters())] == [True] * 6
+    assert compiled.state_dict().keys() == model.state_dict().keys()
+    compiled.eval()
+    assert not model.training
+    compiled.train()
+    x = jitgrad.tensor(helpers.rng_for("module").standard_normal((2, 6)).astype("float32"))
+    for i in range(3):
+        for m in (model, twin):
+            m.zero_grad()
+        out = compiled(x)
+        want = twin(x)
+        assert_close(out, want, f"call {i}")
+        out.sum().backward()
+        want.sum().backward()
+        for p, q in zip(model.parameters(), twin.parameters()):
+            assert_close(p.grad, q.grad, f"call {i}: grad")
+    assert compiled._compiled.traces == 1 and compiled._compiled.eager_calls == 0
+
+
+def test_compile_as_a_decorator_with_and_without_arguments():
+    @jitgrad.compile
+    def f(x):
+        return x.exp() * 2
+
+    @jitgrad.compile(fullgraph=True)
+    def g(x):
+        return x.exp() * 2
+
+    assert isinstance(f, CompiledFunction) and isinstance(g, CompiledFunction)
+    assert f.__name__ == "f" and g.fullgraph
+    x = jitgrad.tensor([0.0, 1.0])
+    for _ in range(2):
+        np.testing.assert_allclose(f(x).numpy(), g(x).numpy())
+        np.testing.assert_allclose(f(x).numpy(), 2 * np.exp([0.0, 1.0]), rtol=1e-6)
+    assert f.traces == g.traces == 1
+    assert f.wait() and g.wait()  # their programs' kernels are built
+
+
+def test_compile_a_method():
+    class Scaler:
+        def __init__(self, k):
+            self.w = jitgrad.tensor([k, k + 1.0], requires_grad=True)
+
+        @jitgrad.compile
+        def __call__(self, x):
+            return (x * self.w).sum()
+
+    a, b = Scaler(1.0), Scaler(10.0)
+    x = jitgrad.tensor([1.0, 2.0])
+    for _ in range(2):
+        assert float(a(x)) == 5.0 and float(b(x)) == 32.0
+    b(x).backward()
+    np.testing.assert_array_equal(b.w.grad.numpy(), [1.0, 2.0])
+    assert Scaler.__call__.traces == 2  # self is a guard: one trace per instance
+
+
+def test_compile_refuses_a_non_callable():
+    with pytest.raises(TypeError, match="expects a callable"):
+        jitgrad.compile(3)

@@ -1,0 +1,280 @@
+"""The fused-kernel executor (jitgrad/compiler/fused.py): compiled steps on large
+tensors give eager mode's values and gradients over several steps, the executor
+really runs them, intermediates stay out of memory, and a second process
+loads its kernels from disk."""
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import jitgrad
+from jitgrad.compiler import fused
+from jitgrad.compiler.program import SMALL_ELEMENTS
+
+import helpers
+
+N = 100_000
+TOL = {"float32": dict(rtol=2e-5, atol=1e-6), "float64": dict(rtol=1e-12, atol=1e-12)}
+
+
+def w1(x):
+    x.grad = None
+    y = (jitgrad.tanh(jitgrad.sin(x) * jitgrad.exp(-x * x) + 0.5 * x) * jitgrad.sigmoid(x)).sum()
+    y.backward()
+    return y
+
+
+def leaves(key, shapes, dtype="float32", low=-2.0, high=2.0):
+    rng = helpers.rng_for("fused", key)
+    return [rng.uniform(low, high, s).astype(dtype) for s in shapes]
+
+
+def compare(step, arrays, steps=4, dtype="float32", grad_of=None):
+    """Run `step` eagerly and compiled on separate leaves made from `arrays`, `steps`
+    times; assert equal results and .grad each time. Returns explain() of the step."""
+    grad_of = grad_of or [True] * len(arrays)
+    eager = [jitgrad.tensor(a, requires_grad=g) for a, g in zip(arrays, grad_of)]
+    comp = [jitgrad.tensor(a, requires_grad=g) for a, g in zip(arrays, grad_of)]
+    compiled = jitgrad.compile(step, mode="max-autotune")  # kernels built before replays
+    for _ in range(steps):
+        want, got = step(*eager), compiled(*comp)
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), **TOL[dtype])
+        for e, c in zip(eager, comp):
+            if e.grad is None:
+                assert c.grad is None
+            else:
+                np.testing.assert_allclose(c.grad.numpy(), e.grad.numpy(), **TOL[dtype])
+    # traced once with .grad None and once with it set (a guard), then replayed
+    assert compiled.traces <= 2 and compiled.eager_calls == 0
+    return jitgrad.compile.explain(step, *[jitgrad.tensor(a, requires_grad=g)
+                                          for a, g in zip(arrays, grad_of)])
+
+
+def fused_count(explained, part="forward"):
+    return explained.executors[part].get("fused", (0, 0))[1]
+
+
+def test_w1_compiled_equals_eager_and_runs_fused():
+    e = compare(w1, leaves("w1", [N]))
+    # everything but `x.grad = None` runs in the fused segment: one kernel
+    assert e.executors["forward"] == {"python": (1, 1), "fused": (1, e.forward_ops - 1)}
+    run = next(s for s, _ in e.program.forward_tape.steps if isinstance(s, fused.Run))
+    launches = [s for s in run.steps if isinstance(s, fused.Launch)]
+    assert len(launches) == 1
+    assert launches[0].stores == [] and launches[0].array_slots == [0]
+
+
+def test_kernels_built_in_the_background_take_over_from_the_python_tier():
+    x = leaves("background", [N])[0]
+    xe, xc = jitgrad.tensor(x, requires_grad=True), jitgrad.tensor(x, requires_grad=True)
+    compiled = jitgrad.compile(w1)
+    for k in range(4):
+        if k == 2:
+            assert compiled.wait(600)
+        want, got = w1(xe), compiled(xc)
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), **TOL["float32"])
+        np.testing.assert_allclose(xc.grad.numpy(), xe.grad.numpy(), **TOL["float32"])
+    program = compiled.entries()[0].program
+    assert program.build_error is None
+    assert any(isinstance(s, fused.Run) for s, _ in program.forward_tape.steps)
+
+
+def test_w1_float64():
+    e = compare(w1, leaves("w1-64", [N], "float64"), dtype="float64")
+    assert fused_count(e) == e.forward_ops - 1
+
+
+def test_broadcast_scalars_python_numbers_and_zero_dim_tensors():
+    def step(x, s):
+        y = (((x * s + 2.0) ** 2 - 3 / (1 + x.exp())) * s).mean()
+        y.backward()
+        return y
+    x, s = leaves("bcast", [N, ()])
+    e = compare(step, [x, s])
+    assert fused_count(e) > 0
+    e = compare(step, [x, s], grad_of=[True, False])
+    assert fused_count(e) > 0
+
+
+def test_fan_out_and_accumulation_into_an_existing_grad():
+    def step(x, y):  # no x.grad = None: each step adds into the gradient in place
+        a = x.sin() * y
+        loss = (a * a + a.exp() - a / (1.5 + y.cos())).sum()
+        loss.backward()
+        return loss
+    e = compare(step, leaves("fan-out", [N, N]))
+    assert fused_count(e) == e.forward_ops
+
+
+def test_a_gradient_that_depends_on_the_loss_takes_two_passes():
+    def step(x):
+        x.grad = None
+        loss = x.tanh().sum() ** 2 + (x * x).mean()
+        loss.backward()
+        return loss
+    e = compare(step, leaves("two-levels", [(300, 400)]))
+    run = next(s for s, _ in e.program.forward_tape.steps if isinstance(s, fused.Run))
+    assert sum(isinstance(s, fused.Launch) for s in run.steps) == 2
+    # the second pass recomputes tanh from x instead of reading a saved array
+    assert all(s.array_slots == [0] for s in run.steps if isinstance(s, fused.Launch))
+
+
+def test_long_chains_split_into_kernels_of_bounded_size(monkeypatch):
+    monkeypatch.setattr(fused, "MAX_COST", 9)
+
+    def step(x):
+        x.grad = None
+        h = x
+        for k in range(6):
+            h = (h * 0.9).sin() + h * 0.1
+        loss = h.sum()
+        loss.backward()
+        return loss
+    e = compare(step, leaves("chain", [N]))
+    run = next(s for s, _ in e.program.forward_tape.steps if isinstance(s, fused.Run))
+    launches = [s for s in run.steps if isinstance(s, fused.Launch)]
+    assert len(launches) > 2
+    assert all(sum(fused.op_cost(op) for op, _ in s.ops) <= 9 for s in launches)
+    assert any(not to_env for s in launches for _, to_env in s.stores)  # temporaries
+
+
+def test_returned_intermediates_parameters_views_and_two_shapes():
+    rng = helpers.rng_for("fused", "mixed")
+    w = jitgrad.tensor(rng.uniform(-1, 1, (200, 300)).astype(np.float32), requires_grad=True)
+    b = jitgrad.tensor(rng.uniform(-1, 1, 5000).astype(np.float32), requires_grad=True)
+
+    def step(x):
+        w.grad = b.grad = None
+        h = (x.T * w).tanh()            # a transposed view times a parameter
+        loss = (h * h).sum() + (b.exp() * 0.5).mean()
+        loss.backward()
+        return loss, h                  # h is read after the run: stored
+    x = rng.uniform(-1, 1, (300, 200)).astype(np.float32)
+    xe, xc = jitgrad.tensor(x), jitgrad.tensor(x)
+    compiled = jitgrad.compile(step, mode="max-autotune")
+    for _ in range(3):
+        (le, he), ge = step(xe), (w.grad.numpy().copy(), b.grad.numpy().copy())
+        (lc, hc), gc = compiled(xc), (w.grad.numpy(), b.grad.numpy())
+        np.testing.assert_allclose(lc.detach().numpy(), le.detach().numpy(), **TOL["float32"])
+        np.testing.assert_allclose(hc.detach().numpy(), he.detach().numpy(), **TOL["float32"])
+        for want, got in zip(ge, gc):
+            np.testing.assert_allclose(got, want, **TOL["float32"])
+    e = jitgrad.compile.explain(step, xc)
+    assert fused_count(e) > 0
+
+
+def test_forward_only_capture_runs_its_backward_fused_too():
+    def loss_fn(x):
+        return (x.sin() * x.exp() + x).sum()
+    arrays = leaves("fwd-only", [N])
+    xe, xc = (jitgrad.tensor(a, requires_grad=True) for a in arrays * 2)
+    compiled = jitgrad.compile(loss_fn, mode="max-autotune")
+    for _ in range(2):
+        xe.grad = xc.grad = None
+        loss_fn(xe).backward()
+        got = compiled(xc)
+        got.backward()
+        np.testing.assert_allclose(xc.grad.numpy(), xe.grad.numpy(), **TOL["float32"])
+    e = jitgrad.compile.explain(loss_fn, jitgrad.tensor(arrays[0], requires_grad=True))
+    assert fused_count(e, "backward") > 0 and fused_count(e) > 0
+
+
+def random_step(seed):
+    """A random graph over two large leaves and a 0-d one: unary and binary
+    elementwise ops, Python numbers, fan-out, and reductions whose results flow
+    back into large values (so the backward needs several passes)."""
+    rng = np.random.default_rng(seed)
+    unary = [jitgrad.sin, jitgrad.tanh, jitgrad.sigmoid, jitgrad.cos, lambda v: -v,
+             lambda v: (v * 0.5).exp(), lambda v: v * v]
+    binary = [lambda a, b: a + b, lambda a, b: a * b, lambda a, b: a - b,
+              lambda a, b: a / (1.5 + b * b), lambda a, b: 2.0 - a * 0.25 + b]
+    plan = [(rng.integers(4), rng.integers(len(unary)), rng.integers(len(binary)),
+             rng.integers(1 << 20)) for _ in range(10)]
+
+    def step(x, y, s):
+        x.grad = y.grad = s.grad = None
+        values = [x, y, x * s]
+        for kind, u, b, pick in plan:
+            a, c = values[pick % len(values)], values[(pick >> 8) % len(values)]
+            if kind == 0:
+                values.append(unary[u](a))
+            elif kind == 3:   # a reduction read back by a large value
+                values.append(c * (a.mean() * 0.1).tanh())
+            else:
+                values.append(binary[b](a, c))
+        loss = sum(v.sum() for v in values[-3:]) * 1e-3
+        loss.backward()
+        return loss
+    return step
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_graphs(seed):
+    e = compare(random_step(seed), leaves(("random", seed), [N, N, ()]), steps=3)
+    assert fused_count(e) > 0
+
+
+def test_small_tensors_are_left_to_other_executors():
+    e = compare(w1, leaves("small", [SMALL_ELEMENTS]))
+    assert fused_count(e) == 0
+
+
+def test_intermediates_are_not_materialized():
+    x = jitgrad.tensor(leaves("memory", [1_000_000])[0], requires_grad=True)
+    compiled = jitgrad.compile(w1, mode="max-autotune")
+    for _ in range(2):  # traced, then run (the kernel is loaded now)
+        x.grad = None
+        compiled(x)
+    x.grad = None
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        compiled(x)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    # x.grad (4 MB) and bookkeeping; one more array of x's size would exceed this
+    assert peak < 4_000_000 + 1_000_000, peak
+
+
+def test_a_second_process_compiles_no_kernel(tmp_path):
+    code = """
+        import numpy as np, jitgrad
+        x = jitgrad.tensor(np.linspace(-1, 1, 50_000, dtype=np.float32), requires_grad=True)
+        def step(x):
+            x.grad = None
+            y = (jitgrad.tanh(x.sin() * 2.0) * x.cos()).sum()
+            y.backward()
+            return y
+        compiled = jitgrad.compile(step, mode="max-autotune")
+        for _ in range(3):
+            y = compiled(x)
+        e = jitgrad.compile.explain(step, x)
+        assert e.executors["forward"]["fused"][1] == e.forward_ops - 1
+        print(jitgrad.compile_stats()["kernels_compiled"], float(y), float(x.grad.sum()))
+    """
+    first = helpers.run_isolated(code, JITGRAD_CACHE_DIR=str(tmp_path))
+    assert first.returncode == 0, first.stderr
+    second = helpers.run_isolated(code, JITGRAD_CACHE_DIR=str(tmp_path))
+    assert second.returncode == 0, second.stderr
+    n1, *values1 = first.stdout.split()
+    n2, *values2 = second.stdout.split()
+    assert int(n1) > 0 and int(n2) == 0 and values1 == values2
+
+
+def test_kernels_check_their_operands_lengths():
+    e = jitgrad.compile.explain(w1, jitgrad.tensor(leaves("guard", [N])[0], requires_grad=True))
+    run = next(s for s, _ in e.program.forward_tape.steps if isinstance(s, fused.Run))
+    launch = next(s for s in run.steps if isinstance(s, fused.Launch))
+    kernel = launch.kernel(("=",))
+    a = np.zeros(N, np.float32)
+    scalars = [np.float32(1)] * len(launch.scalars)
+    nb = (N + fused.BLOCK - 1) // fused.BLOCK
+    out, parts = np.empty(N, np.float32), np.empty(nb)
+    kernel(N, 0, nb, a, *scalars, out, parts)  # the right lengths run
+    with pytest.raises(ValueError, match="must have n elements"):
+        kernel(N, 0, nb, a[:-1], *scalars, out, parts)
+    with pytest.raises(ValueError, match="must have n elements"):
+        kernel(N, 0, nb, a, *scalars, out, parts[:-1])
+    with pytest.raises(ValueError, match="out of range"):
+        kernel(N, 0, nb + 1, a, *scalars, out, parts)

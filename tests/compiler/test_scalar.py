@@ -1,0 +1,356 @@
+"""The scalar tape executor (jitgrad/compiler/scalar.py): compiled steps on small
+tensors give eager mode's values and gradients, the tape really runs them, and
+a second process loads its interpreter from the disk cache."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import jitgrad
+from jitgrad.compiler import scalar
+from jitgrad.ops.registry import REGISTRY
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "asv_bench"))
+from workloads import ops as _ops, w7_loss  # noqa: E402
+
+# float32 rows compute in float32 as eager kernels do, with the C library's math
+# functions where eager kernels use kernels/vmath.py's: an ulp or two apart.
+TOL = {np.float32: dict(rtol=1e-5, atol=1e-6), np.float64: dict(rtol=1e-12, atol=1e-14)}
+
+
+def assert_close(compiled, eager):
+    a, b = np.asarray(compiled), np.asarray(eager)
+    assert a.dtype == b.dtype and a.shape == b.shape
+    if a.dtype.kind == "b":
+        np.testing.assert_array_equal(a, b)
+    else:
+        np.testing.assert_allclose(a, b, equal_nan=True, **TOL[a.dtype.type])
+
+
+def leaves(*arrays):
+    return [jitgrad.tensor(a, requires_grad=a.dtype.kind == "f") for a in arrays]
+
+
+def check_steps(step, arrays, steps=4):
+    """Run `step` eagerly and compiled on twin leaves; compare results and .grad
+    after every step (the first two compiled calls trace: .grad None, then set).
+    Returns the explain() report of the capture."""
+    eager, comp = leaves(*arrays), leaves(*arrays)
+    f = jitgrad.compile(step, mode="max-autotune")  # the tape is built before replays
+    for _ in range(steps):
+        for x in eager + comp:
+            x.grad = None
+        want, got = step(*eager), f(*comp)
+        for w, g in zip(jitgrad.testing.outputs_of(want), jitgrad.testing.outputs_of(got)):
+            assert_close(g._data, w._data)
+        for e, c in zip(eager, comp):
+            assert (e.grad is None) == (c.grad is None)
+            if e.grad is not None:
+                assert_close(c.grad._data, e.grad._data)
+    return jitgrad.compile.explain(step, *leaves(*arrays))
+
+
+def scalar_instructions(report):
+    return report.executors["forward"].get(scalar.NAME, (0, 0))[1]
+
+
+def w2(x):
+    y = (jitgrad.tanh(jitgrad.sin(x) * jitgrad.exp(-x * x) + 0.5 * x) * jitgrad.sigmoid(x)).sum()
+    y.backward()
+    return y
+
+
+def w7(ops):
+    def step(x):
+        y = w7_loss(_ops(jitgrad), x, ops)
+        y.backward()
+        return y
+    return step
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_w2_matches_eager_and_runs_on_the_scalar_tape(dtype):
+    report = check_steps(w2, [np.linspace(-2, 2, 16, dtype=dtype)])
+    # everything but accumulate_grad (the Python tier's) in one segment
+    assert report.executors["forward"][scalar.NAME] == (1, report.forward_ops - 1)
+
+
+@pytest.mark.parametrize("ops", [40, 200])
+def test_w7_matches_eager(ops):
+    # from about 100 ops on, float32 overflows to NaN in some gradients, in eager
+    # jitgrad and torch alike: compared NaN for NaN
+    report = check_steps(w7(ops), [np.linspace(-1, 1, 100, dtype=np.float32)])
+    assert report.executors["forward"][scalar.NAME] == (1, report.forward_ops - 1)
+
+
+def test_the_tape_runs_when_the_program_runs(monkeypatch):
+    calls = []
+    run = scalar._Compiled.run
+
+    def counted(self, env):
+        calls.append(len(self.code))
+        return run(self, env)
+    monkeypatch.setattr(scalar._Compiled, "run", counted)
+    x = jitgrad.tensor(np.linspace(-2, 2, 16, dtype=np.float32), requires_grad=True)
+    f = jitgrad.compile(w2)
+    f(x)  # the trace: eager
+    assert calls == []
+    f.wait()  # the tape builds in a worker thread; replays before that run in Python
+    x.grad = None
+    f(x)
+    assert len(calls) == 1 and calls[0] > 16
+
+
+def _samples(op, dtype, rng):
+    """Operands of `op`: tensors in its domain (bool masks for bool operands; the
+    second tensor operand broadcast from a row), its scalar parameters as numbers."""
+    lo, hi = op.domain
+    out = []
+    for k, a in enumerate(op.args):
+        if a in op.scalars:
+            out.append(op.scalars[a])
+        elif a in op.bool_args:
+            out.append(rng.random((3, 4)) < 0.5)
+        else:
+            out.append(rng.uniform(lo, hi, (3, 4) if k == 0 else (4,)).astype(dtype))
+    return out
+
+
+OWN_OPS = sorted(op.name for op in scalar._TABLE_OPS)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", OWN_OPS)
+def test_every_formula_op_matches_eager(name, dtype):
+    op = REGISTRY[name]
+    values = _samples(op, dtype, np.random.default_rng(len(name)))
+    tensors = [v for v in values if isinstance(v, np.ndarray)]
+
+    def step(*ts):
+        it = iter(ts)
+        y = op.function(*(next(it) if isinstance(v, np.ndarray) else v for v in values))
+        z = jitgrad.where(y, ts[-1], 0.5) if y.dtype == jitgrad.bool else y
+        (z * z).sum().backward()
+        return y
+    report = check_steps(step, tensors)
+    python = report.executors["forward"].get("python", (0, 0))[1]
+    accumulate = sum(ins.name == "accumulate_grad" for ins in report.program.instrs)
+    assert python == accumulate and scalar_instructions(report) > 0, report
+
+
+def test_broadcasting_reductions_and_means():
+    def step(a, b, c):
+        y = a * b + c               # (3, 1) * (4,) + 0-d
+        z = y.sum(0) + y.sum(1, keepdim=True).mean() + y.mean(dim=(0, 1))
+        w = (y - z).sum(dim=(0, 1), keepdim=True) * 0.5
+        out = (z * z).sum() + w.sum()
+        out.backward()
+        return out, y
+    check_steps(step, [np.linspace(-1, 1, 3).reshape(3, 1), np.linspace(0.5, 2, 4),
+                       np.array(0.25)])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_long_reductions_match_numpys_pairwise_sums(dtype):
+    def step(x):
+        y = (x.sin() * 1e3).sum() + x.exp().sum(1).sum() + x.cos().sum(0).sum()
+        y.backward()
+        return y
+    report = check_steps(step, [np.linspace(-3, 3, 3 * 700, dtype=dtype).reshape(3, 700)])
+    assert scalar_instructions(report) == report.forward_ops - 1
+
+
+def test_stack_unbind_narrow_getitem_select():
+    def step(x):
+        a, b, c = x.unbind(0)
+        s = jitgrad.stack([a * 2, b.exp(), c[1:3].sum().expand(4)], 1)  # (4, 3)
+        t = s.narrow(0, 1, 2).reshape(-1) + s[..., 0].select(0, 2) + s[[0, 3], 1].sum()
+        u = jitgrad.cat([t, s.t().flatten()[::5], s.permute(1, 0)[2]]).unsqueeze(0)
+        out = (u.squeeze(0) * x[1, 2]).sum()
+        out.backward()
+        return out, u
+    report = check_steps(step, [np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)])
+    assert scalar_instructions(report) == report.forward_ops - 1
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_softmax_and_log_softmax(dim):
+    def step(x):
+        p = jitgrad.softmax(x, dim)
+        q = x.log_softmax(dim)
+        out = (p * q).sum() + jitgrad.softmax(x[0, 0], 0)
+        out.backward()
+        return out, p, q
+    report = check_steps(step, [np.array([[1.0, 2.0, -3.0], [0.5, 0.0, 40.0]], np.float32)])
+    assert scalar_instructions(report) == report.forward_ops - 1
+
+
+def test_dtype_casts_and_mixed_dtypes():
+    def step(x, y):
+        z = x.double() * y + y.float().double()
+        out = (z.float() * x).sum() + z.sum().float()
+        out.backward()
+        return out
+    check_steps(step, [np.linspace(-1, 1, 5, dtype=np.float32), np.linspace(1, 2, 5)])
+
+
+def test_a_view_changed_in_place_stays_in_python():
+    def step(x):
+        y = x * 2
+        v = y[1:3]
+        v.mul_(3)  # changes y too, eagerly
+        return (y * y).sum(), y
+    x = jitgrad.tensor(np.linspace(-1, 1, 5, dtype=np.float32))
+    f = jitgrad.compile(step, mode="max-autotune")  # the tape is built before replays
+    f(x)
+    for want, got in zip(step(x), f(x)):
+        assert_close(got._data, want._data)
+    prog = f.entries()[0].program
+    for ins, claimed in zip(prog.instrs, _claimed(prog)):
+        if ins.name == "getitem" or ins.inplace:
+            assert not claimed
+
+
+def _claimed(prog):
+    taken = set()
+    for seg in prog.forward_tape.segments:
+        if seg.executor == scalar.NAME:
+            taken.update(range(seg.start, seg.stop))
+    return [i in taken for i in range(len(prog.instrs))]
+
+
+def test_a_returned_view_of_an_input_stays_a_view():
+    x = jitgrad.tensor(np.linspace(-1, 1, 6, dtype=np.float32))
+    f = jitgrad.compile(lambda x: (x.reshape(2, 3), (x * 2).sum()), mode="max-autotune")
+    f(x)
+    v, _ = f(x)
+    x.add_(1.0)
+    np.testing.assert_array_equal(v._data.reshape(-1), x._data)
+
+
+def test_large_tensors_and_user_ops_are_left_to_others(register):
+    softsign = register("test_scalar_softsign", out="x / (1 + abs(x))",
+                        x="1 / ((1 + abs(x)) * (1 + abs(x)))")
+
+    def step(x, big):
+        y = softsign(x * 2)
+        out = y.sum() + (big * 2).sum()
+        out.backward()
+        return out
+    n = scalar.SMALL_ELEMENTS + 1
+    report = check_steps(step, [np.linspace(-1, 1, 7, dtype=np.float32),
+                                np.linspace(-1, 1, n, dtype=np.float32)])
+    for ins, claimed in zip(report.program.instrs, _claimed(report.program)):
+        if ins.op is not None and ins.op.name == "test_scalar_softsign":
+            assert not claimed
+        big = any(report.program.meta[r] is not None and report.program.meta[r].size == n
+                  for r in ins.reads() + ins.writes())
+        if big:
+            assert not claimed
+
+
+def test_forward_only_capture_runs_its_backward_on_the_tape():
+    f = jitgrad.compile(lambda x: (x.sin() * x).sum(), mode="max-autotune")
+    x = jitgrad.tensor([0.5, 1.0], requires_grad=True)
+    f(x).backward()
+    want = x.grad._data.copy()
+    x.grad = None
+    f(x).backward()
+    np.testing.assert_array_equal(x.grad._data, want)
+    prog = f.entries()[0].program
+    assert {s.executor for s in prog.backward_tape.segments} == {scalar.NAME}
+
+
+SCRIPT = textwrap.dedent("""
+    import numpy as np
+    import jitgrad
+    x = jitgrad.tensor(np.linspace(-2, 2, 16, dtype=np.float32), requires_grad=True)
+
+    @jitgrad.compile(mode="max-autotune")
+    def step(x):
+        x.grad = None
+        y = (jitgrad.tanh(jitgrad.sin(x) * jitgrad.exp(-x * x) + 0.5 * x)
+             * jitgrad.sigmoid(x)).sum()
+        y.backward()
+        return y
+    for _ in range(3):
+        y = step(x)
+    segs = step.entries()[0].program.forward_tape.segments
+    print(jitgrad.compile_stats()["kernels_compiled"], [s.executor for s in segs],
+          float(y), float(x.grad.sum()))
+""")
+
+
+def test_a_second_process_compiles_nothing(tmp_path):
+    env = dict(os.environ, JITGRAD_CACHE_DIR=str(tmp_path))
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+
+    def run():
+        proc = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
+                              text=True)
+        assert proc.returncode == 0, proc.stderr
+        compiled, rest = proc.stdout.split(" ", 1)
+        return int(compiled), rest
+    first, out1 = run()
+    second, out2 = run()
+    assert first > 0 and second == 0
+    assert out1 == out2 and "'scalar tape'" in out1
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_small_matmuls_and_extremes(dtype):
+    rng = np.random.default_rng(0)
+
+    def step(a, b, v, w):
+        h = (a @ w.t()).tanh()                                    # (3, 4) @ (4, 5)
+        m = h @ b + jitgrad.mm(a, w.t()).sum()                    # (3, 5) @ (5,)
+        out = m.dot(v) + h.amax() + h.amin(0).sum() + h.amax(1, True).sum()
+        bb = jitgrad.bmm(h.reshape(1, 3, 5), jitgrad.stack([w]))  # (1, 3, 4)
+        out = out + bb.sum()
+        out.backward()
+        return out
+    report = check_steps(step, [rng.standard_normal(s).astype(dtype)
+                                for s in ((3, 4), (5,), (3,), (5, 4))])
+    assert scalar_instructions(report) == report.forward_ops - 4  # the leaves' accumulations
+
+
+def test_a_large_matmul_is_left_to_blas():
+    def step(a, b):
+        return (a @ b).sum() * 2
+    report = check_steps(step, [np.ones((64, 64)), np.ones((64, 64))])
+    matmuls = [c for ins, c in zip(report.program.instrs, _claimed(report.program))
+               if ins.name == "matmul"]
+    assert matmuls and not any(matmuls)
+
+
+@pytest.mark.parametrize("opt", ["SGD", "Adam"])
+def test_a_training_step_matches_eager(opt):
+    """Parameters are read by identity and changed in place by the optimizer."""
+    def model():
+        rng = np.random.default_rng(0)
+        return [jitgrad.tensor(rng.uniform(-0.5, 0.5, s).astype(np.float32), requires_grad=True)
+                for s in ((4, 8), (8,), (8, 3), (3,))]
+    rng = np.random.default_rng(1)
+    x = jitgrad.tensor(rng.standard_normal((5, 4)).astype(np.float32))
+    t = jitgrad.tensor(rng.standard_normal((5, 3)).astype(np.float32))
+    kw = dict(lr=0.1, momentum=0.9) if opt == "SGD" else dict(lr=0.01)
+
+    def step(ps, o):
+        o.zero_grad()
+        w1, b1, w2, b2 = ps
+        loss = ((((x @ w1 + b1).tanh() @ w2 + b2) - t) ** 2).mean()
+        loss.backward()
+        o.step()
+        return loss
+    pe, pc = model(), model()
+    oe, oc = (getattr(jitgrad.optim, opt)(p, **kw) for p in (pe, pc))
+    f = jitgrad.compile(step, mode="max-autotune")  # the tape is built before replays
+    for _ in range(5):
+        assert_close(f(pc, oc)._data, step(pe, oe)._data)
+        for a, b in zip(pc, pe):
+            assert_close(a._data, b._data)
+    assert any(s.executor == scalar.NAME for s in f.entries()[-1].program.forward_tape.segments)
