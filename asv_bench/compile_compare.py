@@ -1,7 +1,7 @@
 """W1-W7 on jitgrad eager, jitgrad.compile, torch eager, torch.compile and
 jax.jit, side by side in one run (workload definitions in workloads.py):
 
-    python asv_bench/compile_compare.py                  # everything, ~15-25 minutes on 2 cores
+    python asv_bench/compile_compare.py                  # everything, 20-30 minutes on 2 cores
     python asv_bench/compile_compare.py --only W2,W7     # some rows (W6: the memory row)
     python asv_bench/compile_compare.py --quick          # smoke run: 3 samples, first call of one row
 
@@ -279,6 +279,7 @@ def memory_main(impl):
         raise NotImplementedError("needs Linux /proc/self/status and clear_refs")
     case.step()
     first = common.proc_status_mib("VmHWM")["VmHWM"] - base["VmRSS"]
+    case.wait()
     steady, _, held = common.peak_above_baseline(case.step, prepare, steps=10)
     print(json.dumps({"first_mib": first, "steady_mib": steady, "held_mib": held}))
 
@@ -450,7 +451,7 @@ def report(times, firsts, mem, notes):
         for i, v in c.items():
             refs = [c.get(ref) for ref in ("torch", "jax.jit")]
             if isinstance(v, float):
-                line[i] = " / ".join(f"{v / r:.2f}" if isinstance(r, float) else "-"
+                line[i] = " / ".join(f"{v / r:.3g}" if isinstance(r, float) else "-"
                                      for r in refs)
         ratios.append((row, line))
     if ratios:
