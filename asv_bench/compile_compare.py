@@ -210,8 +210,7 @@ def build_checked(impl, row):
         del reference
         gc.collect()
         reply["explain"] = explain_summary(case)
-    for _ in range(2):
-        case.step()
+    case.warm_up()
     t = time.perf_counter()
     case.step()
     reply["step_s"] = time.perf_counter() - t
@@ -279,7 +278,7 @@ def memory_main(impl):
         raise NotImplementedError("needs Linux /proc/self/status and clear_refs")
     case.step()
     first = common.proc_status_mib("VmHWM")["VmHWM"] - base["VmRSS"]
-    case.wait()
+    case.warm_up()
     steady, _, held = common.peak_above_baseline(case.step, prepare, steps=10)
     print(json.dumps({"first_mib": first, "steady_mib": steady, "held_mib": held}))
 
