@@ -36,8 +36,7 @@ def warmed_case(workload, impl):
                 if bad:
                     raise AssertionError(f"jitgrad.compile differs from eager on {workload} at "
                                          f"step {step}: {bad}")
-        for _ in range(2):
-            case.step()
+        case.warm_up()
         _built[key] = case
     return _built[key]
 
