@@ -12,34 +12,27 @@ from . import _state
 TRACE = _state.trace
 
 
-def traced(fn, name=None, composite=False):
+def traced(fn, name=None, composite=False, inplace=False):
     """`fn` (a function making or changing tensors) recorded while a trace runs:
     the tracer replays it later with the slots of its tensor arguments.
-    `composite`: fn may be made of other recorded calls (see Tracer.call)."""
+    `composite`: fn may be made of other recorded calls (see Tracer.call);
+    `inplace`: fn(x, ...) writes into its first argument x."""
     label = name or getattr(fn, "__name__", "op")
+    options = {"composite": composite} if not inplace else {"inplace": True}
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         t = TRACE[0]
         if t is None or not t.recording():
             return fn(*args, **kwargs)
-        return t.call(fn, label, args, kwargs, composite=composite)
+        return t.call(fn, label, args, kwargs, **options)
     wrapper.__wrapped_op__ = fn
     return wrapper
 
 
 def traced_inplace(fn, name=None):
     """`fn(x, ...)` writes into its first argument x; recorded as such."""
-    label = name or getattr(fn, "__name__", "op")
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        t = TRACE[0]
-        if t is None or not t.recording():
-            return fn(*args, **kwargs)
-        return t.call(fn, label, args, kwargs, inplace=True)
-    wrapper.__wrapped_op__ = fn
-    return wrapper
+    return traced(fn, name, inplace=True)
 
 
 def breaks(fn, reason):

@@ -20,7 +20,7 @@ from .._node import AccumulateGrad
 from ..autograd import engine
 from ..ops.creation import ones_like
 from ..tensor import Tensor
-from .program import Instr, Program, Ref, SlotMeta
+from .program import Instr, Program, Ref, SlotMeta, iter_refs
 
 _PACKAGE = __file__.rsplit("compiler", 1)[0]
 
@@ -204,7 +204,7 @@ class Tracer:
             return
         made = [self.slot_of.get(id(t)) if isinstance(t, Tensor) else t
                 for t in _flat_outputs(out)]
-        if made != [int(r) for r in _iter_refs(ins.outs)]:
+        if made != [int(r) for r in iter_refs(ins.outs)]:
             return
         self.instrs[-1] = Instr(fn, name, tuple(rargs), rkw, ins.outs, False, None)
 
@@ -220,7 +220,7 @@ class Tracer:
         derivatives of a create_graph=False call."""
         if self.nograd_region:
             return False
-        refs = list(_iter_refs(rargs)) + list(_iter_refs(tuple(rkw.values())))
+        refs = list(iter_refs(rargs)) + list(iter_refs(tuple(rkw.values())))
         return not refs or any(self.meta[r].rg for r in refs if self.meta[r] is not None)
 
     def graph_break(self, reason):
@@ -323,7 +323,7 @@ class Tracer:
     def trace_backward(self, prog):
         """Record the backward program of a forward-only capture: the derivatives of
         the outputs that require grad w.r.t. the inputs and externals that do."""
-        outs = [r for r in _iter_refs(prog.outputs) if self.meta[r].rg]
+        outs = [r for r in iter_refs(prog.outputs) if self.meta[r].rg]
         sources = [s for s, _ in self.inputs + self.externals
                    if self.meta[s] is not None and self.meta[s].rg]
         if not outs or not sources:
@@ -386,17 +386,6 @@ def _flat_outputs(v):
             yield from _flat_outputs(x)
     else:
         yield v
-
-
-def _iter_refs(v):
-    if type(v) is Ref:
-        yield v
-    elif type(v) in (list, tuple):
-        for x in v:
-            yield from _iter_refs(x)
-    elif type(v) is dict:
-        for x in v.values():
-            yield from _iter_refs(x)
 
 
 def _nodes(roots):
