@@ -64,14 +64,15 @@ _gelu_tanh = _ew("gelu_tanh",
                  node_names={(True,): "GeluBackward0"})
 # torch's forms: silu = x / (1 + exp(-x)) (nan at -inf, as torch); the slopes of elu and
 # leaky_relu test `x > 0` as torch's kernels do, so that nan takes the same branch. leaky_relu's
-# slope is a function of x with derivative 0 (`0 * sign(x)`), as torch's, so that a gradient
-# penalty differentiates through it (see relu).
+# slope is a function of x with derivative 0 (`0 * sign(x)`, in both branches, so that on
+# Tensors it has x's dtype, not the default one), as torch's, so that a gradient penalty
+# differentiates through it (see relu).
 _silu = _ew("silu", out="x / (1 + exp(-x))",
             x="1 / (1 + exp(-x)) * (1 + x * (1 - 1 / (1 + exp(-x))))")
 _elu = _ew("elu", args=("x", "alpha"), out="where(x <= 0, alpha * expm1(x), x)",
            x="where(x > 0, 1, alpha * exp(x))", scalars={"alpha": 1.5}, scalar_params=("alpha",))
 _leaky_relu = _ew("leaky_relu", args=("x", "slope"), out="where(x > 0, x, x * slope)",
-                  x="where(x > 0, 1, slope) + 0 * sign(x)", scalars={"slope": 0.2},
+                  x="where(x > 0, 1 + 0 * sign(x), slope + 0 * sign(x))", scalars={"slope": 0.2},
                   scalar_params=("slope",))
 # The piecewise activations test their kinks as torch's vectorized kernels do: hardtanh's
 # slope is 0 at either bound and at nan, hardswish's 0 at -3 and nan at nan, hardsigmoid's

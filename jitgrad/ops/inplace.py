@@ -12,7 +12,6 @@ from .. import dtypes as _dt
 from .._dual import set_tangent
 from .._node import move_retain_grad, set_history
 from ..tensor import Tensor
-from . import creation
 from .pointwise import call, compute_dtype
 from .record import FW, record
 from .views import apply_chain
@@ -183,8 +182,8 @@ def _has_tangent(values):
 
 def _copy_slices_backward(node, g):
     chain, shape = node._attrs
-    # ones / fill_ (recorded calls), so that a jitgrad.compile trace can replay the mask
-    mask = creation.ones(shape, dtype=_dt.bool_, device=g.device)
+    # new_ones / fill_ (recorded calls), so that a jitgrad.compile trace can replay the mask
+    mask = g.new_ones(shape, dtype=_dt.bool_)
     apply_chain(mask, chain).fill_(False)
     return g * mask, apply_chain(g, chain)
 
