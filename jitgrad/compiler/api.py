@@ -16,7 +16,7 @@ import numpy as np
 from .. import _state
 from ..nn.modules.module import Module
 from ..tensor import Tensor
-from .trace import Tracer, Unsupported
+from .trace import Tracer, Unsupported, active_mode
 
 RECOMPILE_LIMIT = 8
 # torch.compile's modes, accepted for drop-in use: jitgrad runs every one the same way.
@@ -172,12 +172,11 @@ def _eager_state():
     loc = _state.local
     if _state.trace[0] is not None:
         return "another jitgrad.compile trace is running"
-    if loc.anomaly:
-        return "anomaly mode is enabled"
-    if loc.saved_hooks or loc.hooks_disabled is not None:
-        return "saved-tensor hooks are active"
-    if _state.fw_level[0] is not None:
-        return "forward-mode AD is active"
+    mode = active_mode()  # the modes a trace also stops at when entered inside
+    if mode is not None:
+        return mode
+    if loc.hooks_disabled is not None:
+        return "saved-tensor hooks are disabled (autograd.graph.disable_saved_tensors_hooks)"
     if loc.inference:
         return "inference mode is enabled"
     if loc.profiler is not None:

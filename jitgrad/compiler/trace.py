@@ -159,7 +159,7 @@ class Tracer:
         its inner calls recorded instead, since their nodes, and the tensors they save,
         make its backward; if it recorded none (it made its result itself), the call is
         recorded as one instruction after all."""
-        mode = _active_mode()
+        mode = active_mode()
         if mode is not None:
             self.graph_break(mode)
             return fn(*args, **kwargs)
@@ -357,7 +357,7 @@ class Tracer:
         prog.set_backward(self.meta, outs, grads_in, sources, self.instrs, res)
 
 
-def _active_mode():
+def active_mode():
     """Why ops cannot be recorded now (a mode entered inside the function that runs
     Python at each op or saved tensor), or None."""
     loc = _state.local
