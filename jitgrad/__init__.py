@@ -33,8 +33,9 @@ from .autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
                                  is_inference_mode_enabled, no_grad, set_grad_enabled)
 
 # torch's tensor API around the ops: default device, legacy tensor types
-from .ops.creation import (bernoulli, get_default_device, get_rng_state, initial_seed, multinomial,
-                           randint_like, randperm, seed, set_default_device, set_rng_state)
+from .ops.creation import (Generator, bernoulli, default_generator, get_default_device,
+                           get_rng_state, initial_seed, multinomial, randint_like, randperm, seed,
+                           set_default_device, set_rng_state)
 from .ops.legacy import BoolTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor, LongTensor
 
 
@@ -85,7 +86,7 @@ __all__ = [
 __all__ += _exported_functions()
 # torch's tensor API around the ops (the block above)
 __all__ += [alias for alias, name in _ALIASES.items() if name in globals() and alias not in __all__]
-__all__ += ["bernoulli", "get_default_device", "get_rng_state", "initial_seed", "multinomial",
+__all__ += ["Generator", "default_generator", "bernoulli", "get_default_device", "get_rng_state", "initial_seed", "multinomial",
             "randint_like", "randperm", "seed", "set_default_device", "set_rng_state", "BoolTensor", "DoubleTensor", "FloatTensor", "HalfTensor",
             "IntTensor", "LongTensor", "is_floating_point", "is_complex"]
 __all__.sort(key=lambda n: (n.lower(), n))

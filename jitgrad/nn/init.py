@@ -1,4 +1,5 @@
-"""torch.nn.init on jitgrad's generator (seed it with `jitgrad.manual_seed`).
+"""torch.nn.init on jitgrad's default generator (seed it with `jitgrad.manual_seed`),
+or on the `generator=` given.
 
 Every function fills its tensor in place without recording autograd history
 (as under `no_grad`), bumps its version once and returns it.
@@ -20,7 +21,7 @@ import warnings
 import numpy as np
 
 from .. import _state
-from ..ops.creation import _gen
+from ..ops.creation import rng_of
 from ..ops.inplace import check_writable
 from ..tensor import Tensor
 
@@ -71,18 +72,26 @@ def _calculate_correct_fan(tensor, mode):
     return fan_in if mode == "fan_in" else fan_out
 
 
-def _rng(generator):
-    return getattr(generator, "rng", None) or _gen.rng
+def _rng(tensor, generator, fn):
+    """What `fn` draws from, once the tensor is known to be writable (a failed call
+    leaves the generator where it was)."""
+    _check_tensor(tensor)
+    _check_writable(tensor)
+    return rng_of(generator, tensor.device, fn)
 
 
 def _fill(tensor, values):
     """Write `values` (an array or a scalar) into tensor's storage: no graph, one version bump."""
-    if not isinstance(tensor, Tensor):
-        raise TypeError(f"expected a jitgrad.Tensor to initialise, got {type(tensor).__name__}")
+    _check_tensor(tensor)
     _check_writable(tensor)
     np.copyto(tensor._data, values, casting="unsafe")
     tensor._vc[0] += 1
     return tensor
+
+
+def _check_tensor(tensor):
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"expected a jitgrad.Tensor to initialise, got {type(tensor).__name__}")
 
 
 def _check_writable(tensor):
@@ -96,12 +105,12 @@ def _check_writable(tensor):
 
 def uniform_(tensor, a=0.0, b=1.0, generator=None):
     """Fill with values drawn from U(a, b)."""
-    return _fill(tensor, _rng(generator).uniform(a, b, tensor.shape))
+    return _fill(tensor, _rng(tensor, generator, "uniform_").uniform(a, b, tensor.shape))
 
 
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
     """Fill with values drawn from N(mean, std**2)."""
-    return _fill(tensor, _rng(generator).normal(mean, std, tensor.shape))
+    return _fill(tensor, _rng(tensor, generator, "normal_").normal(mean, std, tensor.shape))
 
 
 def constant_(tensor, val):

@@ -1,4 +1,6 @@
 """Factories and the random generator."""
+import numbers
+
 import numpy as np
 
 from .. import backend
@@ -14,56 +16,140 @@ def _fresh_seed():
     return int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> np.uint64(1))
 
 
-class _Generator:
-    initial_seed = _fresh_seed()
-    rng = np.random.default_rng(initial_seed)
+_WORD = 2 ** 64
+# torch's seed of a new Generator: two fresh generators draw the same numbers
+# (the default generator starts from fresh entropy instead, as torch's does)
+DEFAULT_SEED = 67280421310721
+# get_state's words: the seed, numpy's PCG64 state and increment (two 64-bit
+# words each), then its buffered-draw fields
+_STATE_WORDS = 7
 
 
-_gen = _Generator()
+class Generator:
+    """A random number generator, as torch.Generator: pass it as `generator=` to the
+    random factories, the in-place fills, nn.init and jitgrad.utils.data to draw
+    from it instead of the default generator (`jitgrad.default_generator`, the one
+    `jitgrad.manual_seed` seeds). It is numpy's PCG64, not torch's Mersenne Twister:
+    a seed gives other numbers than torch's, and `get_state()` is an int64 tensor
+    (torch: uint8). All devices draw on the host; `device` is checked against the
+    tensors it makes, as torch does.
+
+    >>> import jitgrad
+    >>> g = jitgrad.Generator().manual_seed(42)
+    >>> a = jitgrad.rand(3, generator=g)
+    >>> state = g.get_state()
+    >>> b = jitgrad.rand(3, generator=g)
+    >>> jitgrad.rand(3, generator=g.set_state(state)).equal(b)
+    True
+    >>> g.initial_seed()
+    42
+    """
+
+    def __init__(self, device="cpu"):
+        self.device = check_device(device)
+        self.manual_seed(DEFAULT_SEED)
+
+    def manual_seed(self, seed):
+        """Restart from `seed`, an int in [-2**63, 2**64) (negative ones count
+        modulo 2**64, as torch's); returns the generator."""
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+            raise RuntimeError(f"manual_seed expected a long, but got {type(seed).__name__}")
+        if not -2 ** 63 <= seed < _WORD:
+            raise ValueError(f"Overflow when unpacking long long: the seed {seed} is outside "
+                             "[-2**63, 2**64)")
+        self._initial_seed = int(seed) % _WORD
+        self.rng = np.random.default_rng(self._initial_seed)
+        return self
+
+    def seed(self):
+        """Restart from a seed taken from fresh entropy; returns that seed."""
+        seed = _fresh_seed()
+        self.manual_seed(seed)
+        return seed
+
+    def initial_seed(self):
+        """The seed this generator last started from."""
+        return self._initial_seed
+
+    def get_state(self):
+        """The state as an int64 tensor of 7 words, for `set_state`."""
+        st = self.rng.bit_generator.state
+        words = [self._initial_seed, st["state"]["state"] // _WORD, st["state"]["state"] % _WORD,
+                 st["state"]["inc"] // _WORD, st["state"]["inc"] % _WORD, st["has_uint32"],
+                 st["uinteger"]]
+        return Tensor(np.array(words, dtype=np.uint64).view(np.int64))
+
+    def set_state(self, new_state):
+        """Continue from a state `get_state` returned (its seed included); returns
+        the generator."""
+        if not isinstance(new_state, Tensor):
+            raise TypeError(f"expected a jitgrad.LongTensor (what Generator.get_state() returns), "
+                            f"but got {type(new_state).__name__}")
+        if new_state.dtype.name != "int64":
+            raise TypeError(f"RNG state must be the int64 tensor of {_STATE_WORDS} words that "
+                            f"Generator.get_state() returns, but got a {new_state.dtype.name} "
+                            "tensor (torch's uint8 states do not apply)")
+        if new_state.shape != (_STATE_WORDS,):
+            raise RuntimeError(f"Expected the int64 tensor of {_STATE_WORDS} words that "
+                               f"Generator.get_state() returns, but found the input RNG state "
+                               f"size to be {list(new_state.shape)}")
+        w = [int(v) for v in new_state.cpu()._data.view(np.uint64)]
+        bit_generator = np.random.PCG64()
+        bit_generator.state = {"bit_generator": "PCG64",
+                               "state": {"state": w[1] * _WORD + w[2], "inc": w[3] * _WORD + w[4]},
+                               "has_uint32": w[5], "uinteger": w[6]}
+        self._initial_seed, self.rng = w[0], np.random.Generator(bit_generator)
+        return self
+
+    def clone_state(self):
+        """A new generator on the same device, in this one's state."""
+        return Generator(self.device).set_state(self.get_state())
+
+
+default_generator = Generator()
+default_generator.seed()
+
+
+def rng_of(generator, device, fn):
+    """The numpy Generator that `fn`'s `generator=` argument draws from for a result
+    on `device` (None: the default generator's). A numpy Generator is taken as it is."""
+    if generator is None:
+        return default_generator.rng
+    if isinstance(generator, np.random.Generator):
+        return generator
+    if not isinstance(generator, Generator):
+        raise TypeError(f"{fn}(): argument 'generator' must be jitgrad.Generator, not "
+                        f"{type(generator).__name__}")
+    if generator.device.type != device.type:
+        raise RuntimeError(f"Expected a '{device.type}' device type for generator but found "
+                           f"'{generator.device.type}'")
+    return generator.rng
 
 
 def manual_seed(seed):
-    """Seed jitgrad's generator (rand, randn, randint, normal, dropout, ...)."""
-    _gen.initial_seed = int(seed)
-    _gen.rng = np.random.default_rng(_gen.initial_seed)
-    return _gen
+    """Seed the default generator (rand, randn, randint, normal, dropout, nn.init,
+    shuffling, ...); returns it. Any int, or what int() takes, as torch's."""
+    return default_generator.manual_seed(int(seed))
 
 
 def seed():
-    """Seed the generator from fresh entropy; returns the seed."""
-    return manual_seed(_fresh_seed()).initial_seed
+    """Seed the default generator from fresh entropy; returns the seed."""
+    return default_generator.seed()
 
 
 def initial_seed():
-    """The seed the generator last started from."""
-    return _gen.initial_seed
-
-
-_WORD = 2 ** 64
+    """The seed the default generator last started from."""
+    return default_generator.initial_seed()
 
 
 def get_rng_state():
-    """The generator's state as an int64 tensor (numpy's PCG64: state and increment
-    as two 64-bit words each, then its buffered-draw fields), for `set_rng_state`.
-    torch's is a uint8 tensor of its own generator: the two do not mix."""
-    st = _gen.rng.bit_generator.state
-    words = [st["state"]["state"] // _WORD, st["state"]["state"] % _WORD,
-             st["state"]["inc"] // _WORD, st["state"]["inc"] % _WORD, st["has_uint32"], st["uinteger"]]
-    return Tensor(np.array(words, dtype=np.uint64).view(np.int64))
+    """The default generator's state (`Generator.get_state`), for `set_rng_state`."""
+    return default_generator.get_state()
 
 
 def set_rng_state(new_state):
     """Restore a state that `get_rng_state` returned."""
-    if not isinstance(new_state, Tensor) or new_state._data.shape != (6,) or \
-            new_state._data.dtype != np.int64:
-        raise RuntimeError("set_rng_state: expected the int64 tensor of 6 words that "
-                           "jitgrad.get_rng_state() returns (torch's states do not apply)")
-    w = [int(v) for v in new_state.cpu()._data.view(np.uint64)]
-    bit_generator = np.random.PCG64()
-    bit_generator.state = {"bit_generator": "PCG64",
-                           "state": {"state": w[0] * _WORD + w[1], "inc": w[2] * _WORD + w[3]},
-                           "has_uint32": w[4], "uinteger": w[5]}
-    _gen.rng = np.random.Generator(bit_generator)
+    default_generator.set_state(new_state)
 
 
 class _DefaultDevice:
@@ -279,22 +365,26 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False):
     return _finish(np.eye(n, m, dtype=_float_np(dtype)), None, device, requires_grad)
 
 
-def rand(*size, dtype=None, device=None, requires_grad=False, generator=None):
-    np_dt = _float_np(dtype)
-    return _finish(_gen.rng.random(_size(size), dtype=np.float64).astype(np_dt), None, device,
-                   requires_grad)
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    """Samples of U[0, 1) (from `generator` if given, else the default generator)."""
+    dev, np_dt = _device(device), _float_np(dtype)
+    rng = rng_of(generator, dev, "rand")
+    return _finish(rng.random(_size(size), dtype=np.float64).astype(np_dt), None, dev, requires_grad)
 
 
-def randn(*size, dtype=None, device=None, requires_grad=False, generator=None):
-    np_dt = _float_np(dtype)
-    return _finish(_gen.rng.standard_normal(_size(size)).astype(np_dt), None, device, requires_grad)
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    """Samples of N(0, 1) (from `generator` if given, else the default generator)."""
+    dev, np_dt = _device(device), _float_np(dtype)
+    rng = rng_of(generator, dev, "randn")
+    return _finish(rng.standard_normal(_size(size)).astype(np_dt), None, dev, requires_grad)
 
 
 # randint's two signatures, as torch's: the upper bound alone, or both bounds
 RANDINT_FORMS = (("high", "size"), ("low", "high", "size"))
 
 
-def randint(*args, low=None, high=None, size=None, dtype=None, device=None, requires_grad=False):
+def randint(*args, low=None, high=None, size=None, generator=None, dtype=None, device=None,
+            requires_grad=False):
     """Random integers in [low, high), int64 unless `dtype` says otherwise:
     `randint(high, size)` or `randint(low, high, size)`, as torch (any of them
     may be given by keyword).
@@ -331,21 +421,24 @@ def randint(*args, low=None, high=None, size=None, dtype=None, device=None, requ
     if low >= high:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= "
                            f"to={high}")
-    arr = _gen.rng.integers(low, high, size=_size((values["size"],)), dtype=np.int64)
-    return _finish(arr, dtype, device, requires_grad)
+    dev = _device(device)
+    rng = rng_of(generator, dev, "randint")
+    arr = rng.integers(low, high, size=_size((values["size"],)), dtype=np.int64)
+    return _finish(arr, dtype, dev, requires_grad)
 
 
-def rand_like(x, dtype=None, device=None, requires_grad=False):
-    return rand(x._data.shape, dtype=dtype or _dt.from_np(x._data.dtype), device=device or x.device,
-                requires_grad=requires_grad)
+def rand_like(x, *, generator=None, dtype=None, device=None, requires_grad=False):
+    return rand(x._data.shape, generator=generator, dtype=dtype or _dt.from_np(x._data.dtype),
+                device=device or x.device, requires_grad=requires_grad)
 
 
-def randn_like(x, dtype=None, device=None, requires_grad=False):
-    return randn(x._data.shape, dtype=dtype or _dt.from_np(x._data.dtype), device=device or x.device,
-                 requires_grad=requires_grad)
+def randn_like(x, *, generator=None, dtype=None, device=None, requires_grad=False):
+    return randn(x._data.shape, generator=generator, dtype=dtype or _dt.from_np(x._data.dtype),
+                 device=device or x.device, requires_grad=requires_grad)
 
 
-def randint_like(x, low=0, high=None, dtype=None, device=None, requires_grad=False):
+def randint_like(x, low=0, high=None, *, generator=None, dtype=None, device=None,
+                 requires_grad=False):
     """Random integers in [low, high) (`randint_like(x, high)` or `(x, low, high)`)
     of x's shape, in x's dtype unless `dtype` says otherwise.
 
@@ -355,20 +448,24 @@ def randint_like(x, low=0, high=None, dtype=None, device=None, requires_grad=Fal
     """
     if high is None:
         low, high = 0, low
-    return randint(low, high, x._data.shape, dtype=dtype or _dt.from_np(x._data.dtype),
-                   device=device or x.device, requires_grad=requires_grad)
+    return randint(low, high, x._data.shape, generator=generator,
+                   dtype=dtype or _dt.from_np(x._data.dtype), device=device or x.device,
+                   requires_grad=requires_grad)
 
 
 def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
     """A random permutation of 0 .. n-1 (int64 unless `dtype` says otherwise)."""
-    return _finish(_gen.rng.permutation(int(n)).astype(np.int64), dtype, device, requires_grad)
+    dev = _device(device)
+    rng = rng_of(generator, dev, "randperm")
+    return _finish(rng.permutation(int(n)).astype(np.int64), dtype, dev, requires_grad)
 
 
 def bernoulli(x, p=None, *, generator=None):
     """1 with probability x (or `p`) for each element, else 0, in x's dtype; not
     differentiable (torch passes zeros)."""
+    rng = rng_of(generator, x.device, "bernoulli")
     probs = x._data if p is None else p
-    draw = _gen.rng.random(x._data.shape) < (probs.get() if hasattr(probs, "get") else probs)
+    draw = rng.random(x._data.shape) < (probs.get() if hasattr(probs, "get") else probs)
     return Tensor(on_device(draw.astype(x._data.dtype), x.device))
 
 
@@ -381,6 +478,7 @@ def multinomial(x, num_samples, replacement=False, *, generator=None):
     >>> jitgrad.multinomial(jitgrad.tensor([0.0, 1.0, 0.0]), 2, replacement=True)
     tensor([1, 1])
     """
+    rng = rng_of(generator, x.device, "multinomial")
     w = np.asarray(x.cpu()._data, dtype=np.float64)
     if w.ndim not in (1, 2):
         raise RuntimeError("prob_dist must be 1 or 2 dim")
@@ -392,11 +490,11 @@ def multinomial(x, num_samples, replacement=False, *, generator=None):
     if not replacement and num_samples > w.shape[-1]:
         raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
     if replacement:
-        out = np.stack([_gen.rng.choice(w.shape[-1], num_samples, p=r / r.sum()) for r in rows])
+        out = np.stack([rng.choice(w.shape[-1], num_samples, p=r / r.sum()) for r in rows])
     else:  # the smallest exponential(1) / weight keys: sampling without replacement, and
         # categories of weight 0 come last (in order), as torch returns them
         with np.errstate(divide="ignore"):
-            keys = _gen.rng.exponential(size=rows.shape) / rows
+            keys = rng.exponential(size=rows.shape) / rows
         out = np.argsort(keys, axis=1, kind="stable")[:, :num_samples]
     out = out.astype(np.int64)
     return Tensor(on_device(out.reshape(w.shape[:-1] + (num_samples,)), x.device))
@@ -442,7 +540,9 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
                             "float std, tuple of ints size)")
         if sd < 0:
             raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
-        return _finish(m + sd * _gen.rng.standard_normal(_size((size,))), _float_np(dtype), device,
+        dev = _device(device)
+        rng = rng_of(generator, dev, "normal")
+        return _finish(m + sd * rng.standard_normal(_size((size,))), _float_np(dtype), dev,
                        requires_grad)
     if size is not None:
         raise TypeError("normal(): size is only for a number mean and std; the result takes the "
@@ -457,7 +557,8 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
     ref = mean_t if mean_t is not None else std_t
     dt = ref._data.dtype if std_t is None or mean_t is None else _dt.promote_np(
         mean_t._data.dtype, std_t._data.dtype)
-    draw = on_device(_gen.rng.standard_normal(shape).astype(dt), ref.device)
+    rng = rng_of(generator, ref.device, "normal")
+    draw = on_device(rng.standard_normal(shape).astype(dt), ref.device)
     out = Tensor((m + sd * draw).astype(dt, copy=False))
     node = ("NormalBackward3" if mean_t is not None and std_t is not None else
             "NormalBackward1" if mean_t is not None else "NormalBackward2")
@@ -513,20 +614,21 @@ def _random_to(x, to):
     return 2 ** (np.finfo(d).nmant + 1) + 1 if d.kind == "f" else int(np.iinfo(d).max)
 
 
-# name -> (check of the parameters, draw(rng, x, shape, *parameters) -> host values)
+# name -> (check of the parameters, draw(rng, x, shape, *parameters) -> host values);
+# parameter names are torch's, but for its `from` (a Python keyword): `low` here
 RANDOM_FILLS = {
     "normal_": (lambda mean=0.0, std=1.0: _check_std(std),
                 lambda rng, x, shape, mean=0.0, std=1.0: rng.normal(mean, std, shape)),
-    "uniform_": (lambda low=0.0, high=1.0: _check_range(low, high),
-                 lambda rng, x, shape, low=0.0, high=1.0: rng.uniform(low, high, shape)),
+    "uniform_": (lambda low=0.0, to=1.0: _check_range(low, to),
+                 lambda rng, x, shape, low=0.0, to=1.0: rng.uniform(low, to, shape)),
     "exponential_": (lambda lambd=1.0: None,
                      lambda rng, x, shape, lambd=1.0: rng.exponential(1.0 / lambd, shape)),
     "bernoulli_": (lambda p=0.5: None,
                    lambda rng, x, shape, p=0.5: rng.random(shape) < (
                        p.cpu().numpy() if isinstance(p, Tensor) else p)),
-    "random_": (lambda low=0, high=None: None,
-                lambda rng, x, shape, low=0, high=None: rng.integers(low, high, shape) if high
-                is not None else rng.integers(0, low or _random_to(x, high), shape)),
+    "random_": (lambda low=0, to=None: None,
+                lambda rng, x, shape, low=0, to=None: rng.integers(low, to, shape) if to
+                is not None else rng.integers(0, low or _random_to(x, to), shape)),
 }
 
 
@@ -542,10 +644,12 @@ def _random_fill(name):
     check, draw = RANDOM_FILLS[name]
     node = name[:-1].capitalize() + "Backward0"
 
-    def fill(x, *params, generator=None):
-        """Fill x in place with random values (torch's parameters, positional)."""
-        check(*params)
-        values = np.asarray(draw(_gen.rng, x, x._data.shape, *params)).astype(x._data.dtype)
+    def fill(x, *params, generator=None, **named):
+        """Fill x in place with random values (torch's parameters, by position or
+        name), from `generator` if given, else the default generator."""
+        check(*params, **named)
+        rng = rng_of(generator, x.device, name)
+        values = np.asarray(draw(rng, x, x._data.shape, *params, **named)).astype(x._data.dtype)
         return apply_inplace(x, lambda t: _drawn(t, values, node))
     fill.__name__ = name
     return fill

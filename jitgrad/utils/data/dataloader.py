@@ -16,7 +16,7 @@ from ...ops.creation import tensor as _tensor
 from ...ops.join import stack
 from ...tensor import Tensor
 from .dataset import IterableDataset, TensorDataset
-from .sampler import BatchSampler, RandomSampler, SequentialSampler
+from .sampler import BatchSampler, RandomSampler, SequentialSampler, numpy_rng
 
 __all__ = ["DataLoader", "default_collate", "default_convert"]
 
@@ -103,7 +103,7 @@ def default_collate(batch):
 class DataLoader:
     """Iterate over a dataset in batches, as torch.utils.data.DataLoader:
     batch_size (None: no batching), shuffle (a new order every epoch, drawn from
-    `generator` or jitgrad's global generator), sampler / batch_sampler,
+    `generator` or jitgrad's default generator), sampler / batch_sampler,
     drop_last, collate_fn. Loading runs in the main process: num_workers > 0 is
     accepted with a warning and loads there too.
 
@@ -132,6 +132,7 @@ class DataLoader:
                           "data into tensors first.", UserWarning, stacklevel=2)
         if timeout < 0:
             raise ValueError("timeout option should be non-negative")
+        numpy_rng(generator, "DataLoader")
         self.dataset = dataset
         self.num_workers = num_workers
         self.pin_memory = pin_memory

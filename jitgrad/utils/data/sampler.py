@@ -1,27 +1,20 @@
 """Samplers: the order in which a DataLoader visits a map-style dataset, as
-torch.utils.data's. `generator` arguments take what `jitgrad.manual_seed` returns
-(or any object with a numpy Generator as `.rng`, or a numpy Generator); without
-one, each epoch's order is drawn from jitgrad's global generator, so
-`jitgrad.manual_seed(s)` makes shuffling reproducible."""
+torch.utils.data's. `generator` arguments take a `jitgrad.Generator` (or a numpy
+Generator); without one, each epoch's order is drawn from jitgrad's default
+generator, so `jitgrad.manual_seed(s)` makes shuffling reproducible."""
 import numpy as np
 
-from ...ops.creation import _gen, tensor
+from ...ops.creation import rng_of, tensor
+from ...tensor import CPU
 
 __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
            "WeightedRandomSampler", "BatchSampler"]
 
 
-def numpy_rng(generator):
-    """The numpy Generator behind a `generator=` argument (None: jitgrad's global one)."""
-    if generator is None:
-        return _gen.rng
-    if isinstance(generator, np.random.Generator):
-        return generator
-    rng = getattr(generator, "rng", None)
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"generator must be what jitgrad.manual_seed returns or a numpy "
-                        f"Generator, but got {type(generator).__name__}")
-    return rng
+def numpy_rng(generator, fn="randperm"):
+    """The numpy Generator behind a `generator=` argument (None: jitgrad's default
+    one); `fn` names the caller in the error a wrong type gets."""
+    return rng_of(generator, CPU, fn)
 
 
 class Sampler:
@@ -58,6 +51,7 @@ class RandomSampler(Sampler):
         self.data_source = data_source
         self.replacement = replacement
         self._num_samples = num_samples
+        numpy_rng(generator, type(self).__name__)
         self.generator = generator
         if not isinstance(self.replacement, bool):
             raise TypeError("replacement should be a boolean value, but got replacement="
@@ -90,6 +84,7 @@ class SubsetRandomSampler(Sampler):
     """The given indices, in a new random order every epoch."""
 
     def __init__(self, indices, generator=None):
+        numpy_rng(generator, type(self).__name__)
         self.indices = indices
         self.generator = generator
 
@@ -133,6 +128,7 @@ class WeightedRandomSampler(Sampler):
             raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
                                f"replacement ({num_samples} samples, {np.count_nonzero(w)} "
                                "non-zero weights)")
+        numpy_rng(generator, type(self).__name__)
         self.weights = weights
         self.num_samples = num_samples
         self.replacement = replacement
