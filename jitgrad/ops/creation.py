@@ -46,8 +46,13 @@ class Generator:
     """
 
     def __init__(self, device="cpu"):
-        self.device = check_device(device)
+        self._device = check_device(device)
         self.manual_seed(DEFAULT_SEED)
+
+    @property
+    def device(self):
+        """The device whose tensors it makes (read-only, as torch's)."""
+        return self._device
 
     def manual_seed(self, seed):
         """Restart from `seed`, an int in [-2**63, 2**64) (negative ones count
@@ -649,8 +654,11 @@ def _random_fill(name):
         name), from `generator` if given, else the default generator."""
         check(*params, **named)
         rng = rng_of(generator, x.device, name)
-        values = np.asarray(draw(rng, x, x._data.shape, *params, **named)).astype(x._data.dtype)
-        return apply_inplace(x, lambda t: _drawn(t, values, node))
+
+        def refill(t):  # drawn once the write is allowed: a refused one leaves rng as it was
+            values = np.asarray(draw(rng, x, x._data.shape, *params, **named))
+            return _drawn(t, values.astype(x._data.dtype), node)
+        return apply_inplace(x, refill)
     fill.__name__ = name
     return fill
 

@@ -102,6 +102,8 @@ def test_a_new_generator_starts_from_torchs_default_seed(lib):
     assert _plain(lib.rand(6, generator=a)) == _plain(lib.rand(6, generator=b))
     assert str(a.device) == "cpu" and a.device == lib.device("cpu")
     assert lib.Generator("cpu").device == lib.Generator(device=lib.device("cpu")).device
+    with pytest.raises(AttributeError):
+        a.device = "cpu"
 
 
 def test_manual_seed_seeds_and_returns_the_default_generator(lib):
@@ -207,9 +209,14 @@ def test_the_generator_device_must_match_the_result():
 def test_generator_on_each_device(device):
     g = jitgrad.Generator(device).manual_seed(1)
     a = jitgrad.rand(3, generator=g, device=device)
-    assert a.device == jitgrad.device(device)
+    assert a.device.type == g.device.type == device
     g.manual_seed(1)
     assert jitgrad.rand(3, generator=g, device=device).equal(a)
+    assert jitgrad.zeros(3, device=device).normal_(generator=g).device.type == device
+    if device != "cpu":
+        with pytest.raises(RuntimeError, match="Expected a 'cpu' device type for generator but "
+                                               f"found '{device}'"):
+            jitgrad.rand(3, generator=g)
 
 
 @pytest.mark.parametrize("call", [
@@ -217,7 +224,8 @@ def test_generator_on_each_device(device):
     lambda lib, g: lib.normal(0.0, -1.0, (2,), generator=g),
     lambda lib, g: lib.zeros(2).uniform_(1.0, 0.0, generator=g),
     lambda lib, g: lib.multinomial(lib.zeros(3), 1, generator=g),
-], ids=["randint", "normal", "uniform_", "multinomial"])
+    lambda lib, g: lib.zeros(3, requires_grad=True).normal_(generator=g),
+], ids=["randint", "normal", "uniform_", "multinomial", "normal_on_a_leaf"])
 def test_a_failed_draw_leaves_the_generator_where_it_was(lib, call):
     g = lib.Generator().manual_seed(3)
     state = g.get_state()
