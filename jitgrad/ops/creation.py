@@ -602,15 +602,23 @@ def new_tensor(x, data, dtype=None, device=None, requires_grad=False):
                   requires_grad=requires_grad)
 
 
+def _expect(ok, message):
+    if not ok:
+        raise RuntimeError(message)
+
+
 def _check_std(std):
-    if std < 0:
-        raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
+    _expect(std >= 0, f"normal expects std >= 0.0, but found std {std:g}")
 
 
 def _check_range(low, high):
-    if low > high:
-        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={low:g} > "
-                           f"to={high:g}")
+    _expect(low <= high, f"uniform_ expects to return a [from, to) range, but found from={low:g} > "
+                         f"to={high:g}")
+
+
+def _check_probability(p):
+    if not isinstance(p, Tensor):
+        _expect(0 <= p <= 1, f"bernoulli_ expects p to be in [0, 1], but got p={p:g}")
 
 
 def _random_to(x, to):
@@ -626,15 +634,28 @@ RANDOM_FILLS = {
                 lambda rng, x, shape, mean=0.0, std=1.0: rng.normal(mean, std, shape)),
     "uniform_": (lambda low=0.0, to=1.0: _check_range(low, to),
                  lambda rng, x, shape, low=0.0, to=1.0: rng.uniform(low, to, shape)),
-    "exponential_": (lambda lambd=1.0: None,
+    "exponential_": (lambda lambd=1.0: _expect(lambd > 0, "exponential_ expects lambda > 0.0, but "
+                                                          f"found lambda={lambd:g}"),
                      lambda rng, x, shape, lambd=1.0: rng.exponential(1.0 / lambd, shape)),
-    "bernoulli_": (lambda p=0.5: None,
+    "cauchy_": (lambda median=0.0, sigma=1.0: _expect(sigma > 0, "cauchy_ expects sigma > 0.0, but "
+                                                                 f"found sigma={sigma:g}"),
+                lambda rng, x, shape, median=0.0, sigma=1.0: median + sigma * rng.standard_cauchy(
+                    shape)),
+    "log_normal_": (lambda mean=1.0, std=2.0: _expect(std > 0, "log_normal_ expects std > 0.0, but "
+                                                               f"found std={std:g}"),
+                    lambda rng, x, shape, mean=1.0, std=2.0: rng.lognormal(mean, std, shape)),
+    "geometric_": (lambda p: _expect(0 < p < 1, f"geometric_ expects p to be in (0, 1), but got "
+                                                f"p={p:g}"),
+                   lambda rng, x, shape, p: rng.geometric(p, shape)),
+    "bernoulli_": (lambda p=0.5: _check_probability(p),
                    lambda rng, x, shape, p=0.5: rng.random(shape) < (
                        p.cpu().numpy() if isinstance(p, Tensor) else p)),
     "random_": (lambda low=0, to=None: None,
                 lambda rng, x, shape, low=0, to=None: rng.integers(low, to, shape) if to
                 is not None else rng.integers(0, low or _random_to(x, to), shape)),
 }
+# fills whose values are not integers: a tensor of integers or bools cannot hold them
+CONTINUOUS_FILLS = ("normal_", "uniform_", "exponential_", "cauchy_", "log_normal_")
 
 
 @op("NormalBackward0", backward=lambda node, g: (zeros_as(node._attrs[0], g._data.dtype, g),),
@@ -647,12 +668,16 @@ def _drawn(x, values, node):
 
 def _random_fill(name):
     check, draw = RANDOM_FILLS[name]
-    node = name[:-1].capitalize() + "Backward0"
+    node = "".join(part.capitalize() for part in name[:-1].split("_")) + "Backward0"
 
     def fill(x, *params, generator=None, **named):
         """Fill x in place with random values (torch's parameters, by position or
         name), from `generator` if given, else the default generator."""
         check(*params, **named)
+        if name in CONTINUOUS_FILLS and x._data.dtype.kind not in "fc":
+            raise RuntimeError(f"{name} draws from a continuous distribution: dtype must be a "
+                               f"floating point but you specified {x.dtype.name}; fill a float "
+                               "tensor and convert it, or use random_")
         rng = rng_of(generator, x.device, name)
 
         def refill(t):  # drawn once the write is allowed: a refused one leaves rng as it was

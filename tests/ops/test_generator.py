@@ -35,6 +35,9 @@ DRAWS = {
     "Tensor.exponential_": lambda lib, g: lib.zeros(5).exponential_(generator=g),
     "Tensor.bernoulli_": lambda lib, g: lib.zeros(5).bernoulli_(0.3, generator=g),
     "Tensor.random_": lambda lib, g: lib.zeros(5).random_(0, 10, generator=g),
+    "Tensor.cauchy_": lambda lib, g: lib.zeros(5).cauchy_(1.0, 2.0, generator=g),
+    "Tensor.log_normal_": lambda lib, g: lib.zeros(5).log_normal_(mean=0.0, std=0.5, generator=g),
+    "Tensor.geometric_": lambda lib, g: lib.zeros(5).geometric_(0.3, generator=g),
     "init.uniform_": lambda lib, g: lib.nn.init.uniform_(lib.empty(3, 4), generator=g),
     "init.normal_": lambda lib, g: lib.nn.init.normal_(lib.empty(3, 4), generator=g),
     "init.xavier_uniform_": lambda lib, g: lib.nn.init.xavier_uniform_(lib.empty(3, 4), generator=g),
@@ -251,3 +254,46 @@ def test_compiled_replays_draw_from_the_generator():
     g.manual_seed(1)
     assert all(a.equal(step(x)) for a in got)
     assert not got[2].equal(got[3])
+
+
+@pytest.mark.parametrize("fill, args, message", [
+    ("normal_", (0.0, -1.0), "normal expects std >= 0.0"),
+    ("uniform_", (1.0, 0.0), r"uniform_ expects to return a \[from, to\) range"),
+    ("exponential_", (0.0,), "exponential_ expects lambda > 0.0, but found lambda=0"),
+    ("cauchy_", (0.0, -1.0), "cauchy_ expects sigma > 0.0, but found sigma=-1"),
+    ("log_normal_", (1.0, 0.0), "log_normal_ expects std > 0.0, but found std=0"),
+    ("geometric_", (1.0,), r"geometric_ expects p to be in \(0, 1\), but got p=1"),
+    ("bernoulli_", (1.5,), r"bernoulli_ expects p to be in \[0, 1\], but got p=1.5"),
+])
+def test_fill_parameter_errors(lib, fill, args, message):
+    with pytest.raises(RuntimeError, match=message):
+        getattr(lib.zeros(3), fill)(*args)
+
+
+@pytest.mark.parametrize("fill", ["normal_", "uniform_", "exponential_", "cauchy_", "log_normal_"])
+def test_continuous_fills_need_a_float_tensor(lib, fill):
+    with pytest.raises(RuntimeError):  # torch: RuntimeError or its NotImplementedError
+        getattr(lib.zeros(3, dtype=lib.int64), fill)()
+    assert set(to_numpy(lib.zeros(50, dtype=lib.int64).geometric_(0.5))) >= {1, 2}
+
+
+@pytest.mark.parametrize("fill, args", [("cauchy_", ()), ("log_normal_", ()), ("geometric_", (0.5,)),
+                                        ("exponential_", ()), ("normal_", ())])
+def test_fill_nodes_are_named_as_torchs(lib, fill, args):
+    x = lib.zeros(3, requires_grad=True).clone()
+    getattr(x, fill)(*args)
+    assert x.grad_fn.name() == fill[:-1].title().replace("_", "") + "Backward0"
+    x.sum().backward()
+
+
+def test_new_fills_draw_their_distributions():
+    g = jitgrad.Generator().manual_seed(0)
+    n = 40000
+    geometric = to_numpy(jitgrad.zeros(n).geometric_(0.25, generator=g))
+    assert geometric.min() == 1 and abs(geometric.mean() - 4.0) < 0.1
+    logs = np.log(to_numpy(jitgrad.zeros(n, dtype=jitgrad.float64).log_normal_(0.5, 0.25,
+                                                                              generator=g)))
+    assert abs(logs.mean() - 0.5) < 0.01 and abs(logs.std() - 0.25) < 0.01
+    cauchy = to_numpy(jitgrad.zeros(n, dtype=jitgrad.float64).cauchy_(3.0, 2.0, generator=g))
+    q1, median, q3 = np.percentile(cauchy, [25, 50, 75])
+    assert abs(median - 3.0) < 0.1 and abs((q3 - q1) - 4.0) < 0.2  # quartiles at median -+ sigma
