@@ -5,7 +5,7 @@ import numpy as np
 
 from ..tensor import Tensor, wrap_dim
 from .reduce import sum as _sum
-from .registry import Arg, Sample, op
+from .registry import Arg, Dims, Sample, op
 from .indexing import index_select
 from .join import stack
 from .views import _as_shape, permute, reshape
@@ -18,6 +18,7 @@ def _as_tuple(v):
 @op("RollBackward0", backward=lambda node, g: (roll(g, [-s for s in node._attrs[0]],
                                                      node._attrs[1]),),
     linear=lambda b, shifts, dims: (shifts, b.dims(dims)), method=True, export=True,
+    vmap=Dims("dims", none_is_all=False),
     samples=(Sample(Arg(3, 4), 1, 1), Sample(Arg(3, 4), (2, -1), (0, 1)), Sample(Arg(3, 4), 5)))
 def roll(x, shifts, dims=None):
     """Shift the elements along `dims` cyclically; without `dims` the tensor is
@@ -57,6 +58,7 @@ def _repeat_jvp(b, out, inputs, attrs, tx):
 
 
 @op("RepeatBackward0", backward=_repeat_backward, jvp=_repeat_jvp, method=True,
+    vmap=lambda b, x, *sizes: repeat(b.pad(x, len(_as_shape(sizes))), (1,) + _as_shape(sizes)),
     samples=(Sample(Arg(2, 3), 2, 1), Sample(Arg(2, 3), (3, 1, 2)), Sample(Arg(3), 2)))
 def repeat(x, *sizes):
     """The tensor tiled `sizes[i]` times along each dim (leading new dims where
