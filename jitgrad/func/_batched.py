@@ -19,6 +19,8 @@ read only through ops.
 """
 import inspect
 import itertools
+import os
+import sys
 import threading
 import warnings
 
@@ -26,7 +28,6 @@ import numpy as np
 
 from .. import _state
 from ..autograd import engine
-from ..ops import pointwise
 from ..ops.indexing import select
 from ..ops.join import stack
 from ..ops.registry import BATCH_RULES, OPS, REGISTRY, SAME, Dims, SameBatch
@@ -283,7 +284,7 @@ OTHER_RULES = {
     "signbit": broadcast_rule, "logical_and": broadcast_rule, "logical_or": broadcast_rule,
     "logical_xor": broadcast_rule, "all": Dims("dim"), "any": Dims("dim"),
     "diagonal": Dims("dim1", "dim2"), "argsort": Dims("dim"), "topk": Dims("dim"),
-    "tril": SAME, "triu": SAME,
+    "tril": SAME, "triu": SAME, "nn.functional.embedding": SAME,
     # values read in Python: once per sample
     "allclose": _loop_rule, "equal": _loop_rule, "diag": _loop_rule, "nonzero": _loop_rule,
     "masked_scatter": _loop_rule, "fill_diagonal_": _loop_rule, "repeat_interleave": _loop_rule,
@@ -423,7 +424,7 @@ class Interpreter:
         """fn once per sample of `level`, the results stacked."""
         if name not in _warned and name not in RANDOM:
             _warned.add(name)
-            warnings.warn(LOOP_WARNING.format(name=name), UserWarning, stacklevel=4)
+            warnings.warn(LOOP_WARNING.format(name=name), UserWarning, stacklevel=_user_level())
         outs = [self.call(fn, name, *_slice(args, kwargs, level, i), inplace=inplace)
                 for i in range(level.size)]
         return _stack(outs, level, name)
@@ -481,6 +482,17 @@ def _unwrap(args, kwargs, level):
         return v
     fargs, fkwargs = _map_args(one, args, kwargs)
     return Batch(level.size, ids), fargs, fkwargs
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _user_level():
+    """The stacklevel of the first caller outside jitgrad (where a warning points)."""
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _slice(args, kwargs, level, i):

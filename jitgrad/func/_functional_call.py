@@ -2,6 +2,8 @@
 parameters and buffers (torch.func.functional_call)."""
 import contextlib
 
+from ..ops.join import stack
+
 
 def _owner(module, name):
     """(the submodule holding `name`, the attribute's own name)."""
@@ -97,3 +99,33 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
         args = (args,)
     with _swapped(module, tensors):
         return module(*args, **(kwargs or {}))
+
+
+def stack_module_state(models):
+    """(params, buffers): each parameter and buffer of `models` (modules of one
+    architecture) stacked along a new first dim, by name; the stacked parameters
+    are new leaves requiring grad. With vmap over functional_call, the models run as
+    one ensemble.
+
+    >>> import jitgrad
+    >>> from jitgrad.func import functional_call, stack_module_state, vmap
+    >>> models = [jitgrad.nn.Linear(3, 2) for _ in range(4)]
+    >>> params, buffers = stack_module_state(models)
+    >>> params["weight"].shape
+    jitgrad.Size([4, 2, 3])
+    >>> x = jitgrad.ones(5, 3)
+    >>> run = lambda p, b: functional_call(models[0], (p, b), (x,))
+    >>> vmap(run)(params, buffers).shape                 # 4 models, 5 inputs, 2 outputs
+    jitgrad.Size([4, 5, 2])
+    """
+    models = list(models)
+    if not models:
+        raise RuntimeError("stack_module_state: Expected at least one model, got 0.")
+    if not (all(m.training for m in models) or not any(m.training for m in models)):
+        raise RuntimeError("stack_module_state: Expected all models to have the same training/"
+                           "eval mode.")
+    kinds = [dict(m.named_parameters()) for m in models], [dict(m.named_buffers()) for m in models]
+    params = {k: stack([d[k].detach() for d in kinds[0]]).requires_grad_(kinds[0][0][k].requires_grad)
+              for k in kinds[0][0]}
+    buffers = {k: stack([d[k] for d in kinds[1]]) for k in kinds[1][0]}
+    return params, buffers

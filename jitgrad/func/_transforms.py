@@ -387,6 +387,8 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
                                f"size {list(p.shape)} while the given forward gradient is of size "
                                f"{list(t.shape)}.")
     levels = _levels()
+    # an outer derivative goes through the results
+    outer = _depth[0] > 0 or any(v.requires_grad for v in p_leaves + t_leaves)
     if _state.fw_level[0] is not None:  # inside another jvp: forward levels do not nest
         return _jvp_by_vjp(func, p_leaves, t_leaves, p_spec, has_aux, levels)
     with fwAD.dual_level():
@@ -401,6 +403,8 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
         tangent_out = [from_physical(t if t is not None else zeros_like(p), levels)
                        for p, t in pairs]
     res = (tree_unflatten(primal_out, out_spec), tree_unflatten(tangent_out, out_spec))
+    if not outer:
+        res, aux = _detach(res), _detach(aux)
     return res + (aux,) if has_aux else res
 
 
