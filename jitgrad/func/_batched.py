@@ -30,6 +30,7 @@ from .. import _state
 from ..autograd import engine
 from ..ops.indexing import select
 from ..ops.join import stack
+from ..ops.reduce import sum as reduce_sum
 from ..ops.registry import BATCH_RULES, OPS, REGISTRY, SAME, Dims, SameBatch
 from ..ops.views import expand, movedim, reshape, squeeze, unsqueeze
 from ..tensor import Tensor, wrap_dim
@@ -271,6 +272,19 @@ def _arg_extreme_rule(fn):
     return rule
 
 
+def _nll_loss_rule(b, input, safe, w, valid, class_dim, reduction):
+    """nll_loss's core per sample: the unreduced losses of the whole batch, then each
+    sample's reduction."""
+    nll = OPS["_nll_loss"].function
+    input, safe, w, valid = (b.expand(t) for t in (input, safe, w, valid))
+    loss = nll(input, safe, w, valid, class_dim + 1, "none")
+    dims = tuple(range(1, loss.ndim))
+    if reduction == "none" or not dims:
+        return loss if reduction != "mean" else loss / w
+    total = reduce_sum(loss, dims)
+    return total / reduce_sum(w, dims) if reduction == "mean" else total
+
+
 def _loop_rule(b, *args, **kwargs):
     return NotImplemented
 
@@ -284,7 +298,7 @@ OTHER_RULES = {
     "signbit": broadcast_rule, "logical_and": broadcast_rule, "logical_or": broadcast_rule,
     "logical_xor": broadcast_rule, "all": Dims("dim"), "any": Dims("dim"),
     "diagonal": Dims("dim1", "dim2"), "argsort": Dims("dim"), "topk": Dims("dim"),
-    "tril": SAME, "triu": SAME, "nn.functional.embedding": SAME,
+    "tril": SAME, "triu": SAME, "nn.functional.embedding": SAME, "_nll_loss": _nll_loss_rule,
     # values read in Python: once per sample
     "allclose": _loop_rule, "equal": _loop_rule, "diag": _loop_rule, "nonzero": _loop_rule,
     "masked_scatter": _loop_rule, "fill_diagonal_": _loop_rule, "repeat_interleave": _loop_rule,
@@ -298,7 +312,7 @@ NONOP_RULES = {name: broadcast_rule for name in (
     "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "logical_not", "__and__",
     "__or__", "__xor__", "__rand__", "__ror__", "__rxor__", "__invert__")}
 NONOP_RULES.update(detach=lambda b, x: x.detach(), data=lambda b, x: x.data,
-                   tensor=_loop_rule, as_tensor=_loop_rule, _check_targets=_loop_rule,
+                   tensor=_loop_rule, as_tensor=_loop_rule, _check_targets=broadcast_rule,
                    bernoulli=_loop_rule, multinomial=_loop_rule, __format__=_loop_rule)
 RANDOM = frozenset(("rand", "randn", "randint", "rand_like", "randn_like", "randint_like",
                     "randperm", "bernoulli", "multinomial", "normal", "_drawn", "uniform_",

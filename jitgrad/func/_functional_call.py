@@ -70,11 +70,11 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
         dicts = (dicts,)
     tensors = {}
     for d in dicts:
-        for k, v in d.items():
-            if k in tensors:
-                raise ValueError(f"{k} appeared in multiple dictionaries; behavior of functional "
-                                 "call is ambiguous")
-            tensors[k] = v
+        repeated = sorted(set(d) & set(tensors))
+        if repeated:
+            raise ValueError(f"{repeated} appeared in multiple dictionaries; behavior of "
+                             "functional call is ambiguous")
+        tensors.update(d)
     if tie_weights:
         for name, names in _tied_names(module).items():
             if name in tensors:

@@ -142,6 +142,9 @@ CASES = [
     ("linear_relu", lambda L, x, w, b: L.func.vmap(lambda r: F(L).relu(F(L).linear(r, w, b)))(x),
      (X, data(5, 4), data(5))),
     ("mse_loss", lambda L, x, y: L.func.vmap(F(L).mse_loss)(x, y), (X, Y)),
+    ("cross_entropy", lambda L, x, t: L.func.vmap(
+        lambda a, b: F(L).cross_entropy(a, b) + F(L).cross_entropy(a, b, reduction="sum"))(x, t),
+     (data(3, 4, 5), np.array([[0, 4, 1, 2], [3, 3, 0, 1], [2, 1, 4, 4]]))),
     ("layer_norm", lambda L, x: L.func.vmap(lambda r: F(L).layer_norm(r, (4,)))(x), (X,)),
     ("gelu_silu", lambda L, x: L.func.vmap(lambda r: F(L).gelu(r) * F(L).silu(r))(x), (X,)),
     ("where_clamp", lambda L, x, y: L.func.vmap(
