@@ -23,6 +23,7 @@ import os
 import sys
 import threading
 import warnings
+import weakref
 
 import numpy as np
 
@@ -59,6 +60,8 @@ INPLACE_MESSAGE = (
     "over but `self` not being vmapped over in a vmap. Please try to use out-of-place operators "
     "instead of inplace arithmetic. If said operator is being called inside the PyTorch "
     "framework, please file a bug report instead.")
+ESCAPED_MESSAGE = ("a tensor batched by a vmap that has returned was used; return it from the "
+                   "vmapped function instead of keeping it")
 LOOP_WARNING = (
     "There is a performance drop because we have not yet implemented the batching rule for "
     "{name}: vmap runs it once per sample and stacks the results.")
@@ -75,6 +78,9 @@ class BatchedTensor(Tensor):
                                               shape[:bdim] + shape[bdim + 1:]))
         self._value, self._bdim, self._level = value, bdim, level
         self._rg = value._rg
+        made = _made.get(level)
+        if made is not None:
+            made.append(weakref.ref(self))
 
     @property
     def device(self):
@@ -114,6 +120,28 @@ class Level:
 
     def __init__(self, id_, size, randomness):
         self.id, self.size, self.randomness = id_, size, randomness
+        _made[id_] = []
+
+    def close(self):
+        """The vmap returns: its batched tensors that are still referenced (kept by
+        the user's code) refuse to be used from now on."""
+        for ref in _made.pop(self.id):
+            t = ref()
+            if t is not None:
+                t._data = _ESCAPED
+
+
+# level id -> weak references to the batched tensors made at that level
+_made = {}
+
+
+class _Escaped:
+    """The array of a batched tensor that outlived its vmap: any use raises."""
+    def __getattr__(self, name):
+        raise RuntimeError(ESCAPED_MESSAGE)
+
+
+_ESCAPED = _Escaped()
 
 
 _level_ids = itertools.count(1)
@@ -385,8 +413,7 @@ class Interpreter:
         for lv in self.levels:
             if lv.id == id_:
                 return lv
-        raise RuntimeError("a tensor batched by a vmap that has returned was used; return it "
-                           "from the vmapped function instead of keeping it")
+        raise RuntimeError(ESCAPED_MESSAGE)
 
     # ---- dispatch ---------------------------------------------------------------------
     def elementwise(self, call, op, operands, out_arr):

@@ -21,7 +21,7 @@ from ..autograd.grad_mode import enable_grad
 from ..ops.creation import eye, ones_like, zeros, zeros_like
 from ..ops.views import expand, movedim, reshape, unsqueeze
 from ..tensor import Tensor
-from ._batched import TRACE, BatchedTensor, Interpreter
+from ._batched import ESCAPED_MESSAGE, TRACE, BatchedTensor, Interpreter
 from ._pytree import tree_flatten, tree_map, tree_unflatten
 from ._vmap import vmap
 
@@ -53,8 +53,7 @@ def to_physical(t, levels):
     order), expanded where `t` is not batched at a level."""
     if not levels:
         if type(t) is BatchedTensor:
-            raise RuntimeError("a tensor batched by a vmap that has returned was used; return it "
-                               "from the vmapped function instead of keeping it")
+            raise RuntimeError(ESCAPED_MESSAGE)
         return t
     level, k = levels[-1], len(levels) - 1
     if type(t) is BatchedTensor and t._level == level.id:

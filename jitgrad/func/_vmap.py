@@ -105,14 +105,20 @@ def _vmap_call(func, in_dims, out_dims, randomness, chunk_size, args, kwargs):
         interp.levels.pop()
         if not interp.levels:
             TRACE[0] = interp.previous
-    return _unbatch(func, out, out_dims, level)
+    try:
+        return _unbatch(func, out, out_dims, level)
+    finally:
+        level.close()
 
 
 def _enter():
     """The interpreter of this thread's vmaps, installed at the op seam. A running
     jitgrad.compile trace stops first (the vmap runs eagerly)."""
     t = TRACE[0]
-    if isinstance(t, Interpreter) and t.thread == threading.get_ident():
+    if isinstance(t, Interpreter):
+        if t.thread != threading.get_ident():
+            raise RuntimeError("jitgrad.func.vmap is running in another thread; jitgrad runs "
+                               "vmaps in one thread at a time (run them one after the other)")
         return t
     if t is not None and t.active():
         t.graph_break("jitgrad.func.vmap runs its function eagerly")

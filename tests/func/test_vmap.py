@@ -303,6 +303,8 @@ def test_escaped_batched_tensor_is_refused():
     vmap(lambda r: kept.append(r) or r)(jitgrad.ones(2, 3))
     with pytest.raises(RuntimeError, match="a tensor batched by a vmap that has returned"):
         vmap(lambda r: r + kept[0])(jitgrad.ones(2, 3))
+    with pytest.raises(RuntimeError, match="a tensor batched by a vmap that has returned"):
+        kept[0] + 1
 
 
 def test_vmap_inside_compile_runs_eagerly():
