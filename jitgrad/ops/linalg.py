@@ -80,16 +80,6 @@ def _matmul_jvp(batch, out, inputs, attrs, ta, tb):
 _NAMES = {(1, 1): "DotBackward0", (2, 2): "MmBackward0", (2, 1): "MvBackward0"}
 
 
-def _lead_ones(t, batched, n):
-    """Batched t with ones after its batch dim up to n sample dims (then it
-    broadcasts against an unbatched operand)."""
-    k = t.ndim - 1
-    if not batched or k >= n:
-        return t
-    shape = tuple(t.shape)
-    return reshape(t, shape[:1] + (1,) * (n - k) + shape[1:])
-
-
 def _matmul_batched(b, x, y):
     """Samples of x times y: one matrix product over the whole batch where one side
     is unbatched (per-sample vectors or matrices against a weight), else a batched
@@ -100,13 +90,10 @@ def _matmul_batched(b, x, y):
         return reshape(out, tuple(x.shape[:-1]) + (y.shape[-1],))
     if not b.batched(x) and nx == 2 and ny == 1:
         return matmul(y, transpose(x, 0, 1))
-    bx, by = b.batched(x), b.batched(y)
-    if nx == 1:
-        x = unsqueeze(x, -2)
-    if ny == 1:
-        y = unsqueeze(y, -1)
     n = max(nx, ny, 2)  # sample dims, vectors made matrices
-    out = matmul(_lead_ones(x, bx, n), _lead_ones(y, by, n))
+    x = unsqueeze(b.pad(x, n - 1), -2) if nx == 1 else b.pad(x, n)
+    y = unsqueeze(b.pad(y, n - 1), -1) if ny == 1 else b.pad(y, n)
+    out = matmul(x, y)
     if nx == 1:
         out = squeeze(out, -2)
     return squeeze(out, -1) if ny == 1 else out

@@ -134,6 +134,11 @@ CASES = [
     ("mat_mat_both", lambda L, a, b: L.func.vmap(L.matmul)(a, b), (data(3, 2, 4), data(3, 4, 5))),
     ("batched_matmul_unbatched", lambda L, a, b: L.func.vmap(lambda m: m @ b)(a),
      (data(3, 2, 5, 4), data(2, 4, 6))),
+    ("vec_mat_both", lambda L, a, m: L.func.vmap(L.matmul)(a, m), (X, data(3, 4, 2))),
+    ("stack_of_matrices_vec", lambda L, m, v: L.func.vmap(lambda t: t @ v)(m),
+     (data(3, 2, 5, 4), data(4))),
+    ("vec_stack_of_matrices", lambda L, m, v: L.func.vmap(lambda t: v @ t)(m),
+     (data(3, 2, 4, 5), data(4))),
     ("mm_unbatched_left", lambda L, a, b: L.func.vmap(lambda m: L.mm(b, m))(a),
      (data(3, 4, 2), data(5, 4))),
     # nn
