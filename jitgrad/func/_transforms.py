@@ -15,6 +15,7 @@ import threading
 
 from .. import _state
 from .._dual import set_tangent
+from .._node import AccumulateGrad
 from ..autograd import engine
 from ..autograd import forward_ad as fwAD
 from ..autograd.grad_mode import enable_grad
@@ -179,6 +180,26 @@ class _Tracked:
                 for g, p in zip(got, self.inputs)]
 
 
+def _reaches_other_leaves(outputs, inputs):
+    """Whether the graph of `outputs` reaches a leaf that requires grad besides
+    `inputs` (a tensor func closes over, a model's parameters): the derivatives must
+    then be recorded, for a later backward through them (a gradient penalty)."""
+    mine = {id(t) for t in inputs}
+    stack = [o.grad_fn for o in outputs if o.grad_fn is not None]
+    seen = set(stack)
+    while stack:
+        node = stack.pop()
+        if type(node) is AccumulateGrad:
+            if id(node.variable) not in mine:
+                return True
+            continue
+        for nxt, _ in node._edges:
+            if nxt is not None and nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return False
+
+
 def _call(func, args, kwargs):
     _depth[0] += 1
     try:
@@ -215,6 +236,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
                                    "or jacrev APIs instead?")
             # The samples do not mix: ones over the whole batch give each its gradient.
             phys = _bottom(out)
+            tracked.create = tracked.create or _reaches_other_leaves([phys], tracked.inputs)
             grads = tracked.grads([phys], [_suspended(ones_like, phys)], tracked.create)
         grads = tree_unflatten(grads, spec)
         if not tracked.create:
@@ -262,6 +284,8 @@ def vjp(func, *primals, has_aux=False):
         out, aux = _split_aux(_call(func, tree_unflatten(tracked.batched, spec), {}), has_aux, api)
         out_leaves, out_spec = tree_flatten(out)
         _check_outputs(out_leaves, api)
+        tracked.create = tracked.create or _reaches_other_leaves(
+            [_bottom(o) for o in out_leaves], tracked.inputs)
     ids = {lv.id for lv in tracked.levels}
 
     def vjp_fn(cotangents, retain_graph=True, create_graph=None):

@@ -214,6 +214,31 @@ def test_grad_result_is_differentiable_when_the_input_requires_grad(lib):
     np.testing.assert_allclose(h.detach().numpy(), 6 * x.detach().numpy())
 
 
+def test_gradient_penalty_reaches_closed_over_parameters(lib):
+    """grad of a model's output with respect to its input, then backward through
+    that gradient to the model's parameters (WGAN-GP's penalty)."""
+    lib.manual_seed(0)
+    model = lib.nn.Sequential(lib.nn.Linear(3, 4), lib.nn.Tanh(), lib.nn.Linear(4, 1))
+    with lib.no_grad():
+        for i, p in enumerate(model.parameters()):
+            p.copy_(lib.tensor(data(*p.shape, seed=i)).float())
+    x = lib.tensor(data(5, 3)).float()
+    g = lib.func.vmap(lib.func.grad(lambda v: model(v).sum()))(x)
+    ((g.norm(dim=1) - 1) ** 2).mean().backward()
+    weight = model[0].weight.grad.numpy()
+    assert np.abs(weight).sum() > 0
+    if lib is jitgrad:
+        th = require_torch()
+        th.manual_seed(0)
+        ref = th.nn.Sequential(th.nn.Linear(3, 4), th.nn.Tanh(), th.nn.Linear(4, 1))
+        with th.no_grad():
+            for i, p in enumerate(ref.parameters()):
+                p.copy_(th.tensor(data(*p.shape, seed=i)).float())
+        gt = th.func.vmap(th.func.grad(lambda v: ref(v).sum()))(th.tensor(data(5, 3)).float())
+        ((gt.norm(dim=1) - 1) ** 2).mean().backward()
+        np.testing.assert_allclose(weight, ref[0].weight.grad.numpy(), rtol=1e-5, atol=1e-7)
+
+
 def test_results_do_not_require_grad_for_plain_inputs():
     x = jitgrad.tensor(data(4))
     assert not grad(lambda v: (v ** 3).sum())(x).requires_grad
