@@ -316,3 +316,45 @@ def test_vmap_inside_compile_runs_eagerly():
     f = jitgrad.compile(lambda x: vmap(lambda r: r.sin().sum())(x) * 2)
     x = jitgrad.tensor(data(3, 4))
     np.testing.assert_allclose(f(x).numpy(), 2 * np.sin(x.numpy()).sum(1), rtol=1e-6)
+
+
+# ---- ops declared by users ------------------------------------------------------------------
+
+def test_users_elementwise_op_is_batched_by_the_generated_rule(register):
+    softsign = register("vmap_softsign", out="x / (1 + abs(x))",
+                        x="1 / ((1 + abs(x)) * (1 + abs(x)))")
+    x = jitgrad.tensor(data(3, 4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = vmap(lambda r, w: softsign(r * w), in_dims=(1, None))(x, jitgrad.tensor(2.0))
+    xs = x.numpy().T * 2
+    np.testing.assert_allclose(out.numpy(), xs / (1 + np.abs(xs)), rtol=1e-6)
+
+
+def _declare(name, rule):
+    from jitgrad.ops.registry import op
+
+    @op(f"{name}Backward0", backward=lambda node, g: (g * 3,), name=name, vmap=rule)
+    def triple_last(x):
+        out = jitgrad.Tensor(x._data * 3)
+        return triple_last.op.emit(out, (x,))
+    return triple_last
+
+
+@pytest.mark.parametrize("rule", [None, "same"])
+def test_users_declared_op_with_and_without_a_rule(rule):
+    from jitgrad.ops.registry import SAME, unregister
+    name = f"vmap_triple_{rule}"
+    fn = _declare(name, SAME if rule else None)
+    try:
+        x = jitgrad.tensor(data(3, 4), requires_grad=True)
+        _batched._warned.clear()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = vmap(fn)(x)
+        assert any(name in str(w.message) for w in caught) == (rule is None)
+        np.testing.assert_allclose(out.detach().numpy(), 3 * x.detach().numpy())
+        out.sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), np.full((3, 4), 3.0))
+    finally:
+        unregister(name)
