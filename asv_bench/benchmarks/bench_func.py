@@ -15,6 +15,7 @@ def _lib(impl):
             raise NotImplementedError("torch is not installed")
         return torch_threads()
     import jitgrad
+    import jitgrad.func  # noqa: F401 (loaded on first use otherwise)
     return jitgrad
 
 
