@@ -480,6 +480,14 @@ class Interpreter:
             fargs = (fargs[0],) + tuple(b.pad(v, n) if isinstance(v, Tensor) else v
                                         for v in fargs[1:])
             self.call(fn, name, fargs, fkwargs, inplace=True)
+        elif name == "__setitem__" and _basic_key(args[1]) and not kwargs:
+            # x[key] = value for every sample: the key after the batch dim, the value
+            # broadcast against the selected region of a sample
+            b, (xf, key, value), _ = _unwrap(args, {}, level)
+            key = key if isinstance(key, tuple) else (key,)
+            n = x._data[key].ndim  # the stand-in has a sample's shape
+            value = b.pad(value, n) if isinstance(value, Tensor) else value
+            self.call(fn, name, (xf, (slice(None),) + key, value), {}, inplace=True)
         else:
             self._loop(fn, name, args, kwargs, level, True)
         x._rg = x._value._rg
@@ -503,6 +511,12 @@ class Interpreter:
         if inplace:
             return self._inplace(fn, name, args, kwargs, self.level(lv))
         return self._batched(fn, name, args, kwargs, self.level(lv))
+
+
+def _basic_key(key):
+    """An index of ints, slices, None and Ellipsis only (no tensors, no masks)."""
+    return all(k is None or k is Ellipsis or type(k) in (int, slice)
+               for k in (key if isinstance(key, tuple) else (key,)))
 
 
 def _unwrap(args, kwargs, level):

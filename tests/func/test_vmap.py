@@ -167,11 +167,15 @@ CASES = [
     ("inplace_unbatched_other", lambda L, x, w: L.func.vmap(lambda a: a.clone().sub_(w))(x),
      (X, data(4))),
     ("setitem", lambda L, x: L.func.vmap(lambda a: _set(a.clone()))(x), (X,)),
+    ("setitem_batched_value", lambda L, x, y: L.func.vmap(
+        lambda a, b: _set(a.clone().reshape(2, 2), b[:2]))(x, y), (X, Y)),
+    ("setitem_index_tensor", lambda L, x: L.func.vmap(
+        lambda a: _set(a.clone(), 5.0, L.tensor([0, 2])))(x), (X,)),
 ]
 
 
-def _set(a):
-    a[1] = 0.0
+def _set(a, value=0.0, key=1):
+    a[key] = value
     return a
 
 
@@ -182,8 +186,8 @@ def test_vmap_matches_torch(body, inputs):
 
 def test_cases_run_without_the_per_sample_loop():
     """Each case above has a batching rule for every op it calls: no loop warning
-    (getitem with a batched index, the in-place setitem excepted)."""
-    looping = {"getitem_batched_index", "setitem"}
+    (getitem with a batched index, setitem with an index tensor excepted)."""
+    looping = {"getitem_batched_index", "setitem_index_tensor"}
     for name, body, inputs in CASES:
         _batched._warned.clear()
         with warnings.catch_warnings(record=True) as caught:
