@@ -326,6 +326,7 @@ OTHER_RULES = {
     "signbit": broadcast_rule, "logical_and": broadcast_rule, "logical_or": broadcast_rule,
     "logical_xor": broadcast_rule, "all": Dims("dim"), "any": Dims("dim"),
     "diagonal": Dims("dim1", "dim2"), "argsort": Dims("dim"), "topk": Dims("dim"),
+    "sort": Dims("dim"),
     "tril": SAME, "triu": SAME, "nn.functional.embedding": SAME, "_nll_loss": _nll_loss_rule,
     # values read in Python: once per sample
     "allclose": _loop_rule, "equal": _loop_rule, "diag": _loop_rule, "nonzero": _loop_rule,

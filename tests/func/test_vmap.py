@@ -61,6 +61,7 @@ def F(lib):
 
 
 X, Y = data(3, 4), data(3, 4, seed=1)
+X3 = data(3, 4, 5)
 
 # (name, body(lib, *inputs), inputs): each runs under lib.func.vmap on both libraries
 CASES = [
@@ -161,6 +162,27 @@ CASES = [
     ("to_dtype", lambda L, x: L.func.vmap(lambda r: r.float() * 2)(x), (X,)),
     ("embedding", lambda L, i, w: L.func.vmap(lambda j: F(L).embedding(j, w))(i),
      (np.array([[0, 2], [1, 1], [3, 0]]), data(4, 5))),
+    # more ops, composites among them
+    ("einsum_cdist", lambda L, x: L.func.vmap(
+        lambda a: L.einsum("ij,kj->ik", a, a) + L.cdist(a, a))(x), (X3,)),
+    ("normalize_cosine", lambda L, x: L.func.vmap(
+        lambda a: F(L).normalize(a, dim=1) * F(L).cosine_similarity(a, a * 2 + 1)[:, None])(x),
+     (X3,)),
+    ("tril_diagonal", lambda L, x: L.func.vmap(lambda a: a.tril() + a.diagonal().sum())(x), (X3,)),
+    ("sort_topk_argsort", lambda L, x: L.func.vmap(
+        lambda a: a.topk(2).values + a.sort(1).values[:, :2] + a.argsort(0)[:, :2])(x), (X3,)),
+    ("cumprod_roll", lambda L, x: L.func.vmap(lambda a: a.cumprod(1) + a.roll(1, 0))(x), (X3,)),
+    ("isnan_all", lambda L, x: L.func.vmap(lambda a: (a.isnan() | (a > 0)).all(1))(x), (X3,)),
+    ("clamp_min_addcmul", lambda L, x: L.func.vmap(
+        lambda a: L.addcmul(a.clamp_min(0), a, a, value=0.5))(x), (X3,)),
+    ("tile_baddbmm", lambda L, x: L.func.vmap(
+        lambda a: a.tile((2, 1)).sum() + L.baddbmm(a[:1], a[None], a.T[None]))(x),
+     (data(3, 4, 4),)),
+    ("index_select", lambda L, x: L.func.vmap(lambda a: a.index_select(1, L.tensor([0, 3])))(x),
+     (X3,)),
+    ("group_norm_attention", lambda L, x: L.func.vmap(
+        lambda a: F(L).group_norm(a[None], 2) + F(L).scaled_dot_product_attention(
+            a[None], a[None], a[None]))(x), (data(3, 4, 5),)),
     # in place
     ("inplace_batched", lambda L, x, y: L.func.vmap(lambda a, b: a.clone().mul_(2).add_(b))(x, y),
      (X, Y)),
