@@ -33,7 +33,7 @@ from ..ops.indexing import select
 from ..ops.join import stack
 from ..ops.reduce import sum as reduce_sum
 from ..ops.registry import BATCH_RULES, OPS, REGISTRY, SAME, Dims, SameBatch
-from ..ops.views import expand, movedim, reshape, squeeze, unsqueeze
+from ..ops.views import expand, movedim, reshape, unsqueeze
 from ..tensor import Tensor, wrap_dim
 
 TRACE = _state.trace
@@ -280,26 +280,6 @@ def _run_rule(rule, b, dispatch, fn, args, kwargs):
     return rule(b, *args, **kwargs)
 
 
-def _squeeze_rule(b, x, dim=None):
-    if dim is None:
-        dims = tuple(i + 1 for i, s in enumerate(tuple(x.shape)[1:]) if s == 1)
-        return x if not dims else squeeze(x, dims)
-    return _dims_rule(Dims("dim"), b, squeeze, squeeze, (x, dim), {})
-
-
-def _unsqueeze_rule(b, x, dim):
-    return unsqueeze(x, wrap_dim(dim, x.ndim) + 1)
-
-
-def _arg_extreme_rule(fn):
-    def rule(b, x, dim=None, keepdim=False):
-        if dim is not None:
-            return fn(x, b.dim(dim, x), keepdim)
-        out = fn(reshape(x, (b.size, -1)), 1)
-        return reshape(out, (b.size,) + (1,) * (x.ndim - 1)) if keepdim else out
-    return rule
-
-
 def _nll_loss_rule(b, input, safe, w, valid, class_dim, reduction):
     """nll_loss's core per sample: the unreduced losses of the whole batch, then each
     sample's reduction."""
@@ -320,7 +300,6 @@ def _loop_rule(b, *args, **kwargs):
 # Batching rules of ops declared in modules that leave them to this table, and of
 # the composite ops that read values (they cannot run on a batched tensor's stand-in).
 OTHER_RULES = {
-    "squeeze": _squeeze_rule, "unsqueeze": _unsqueeze_rule, "contiguous": SAME,
     "isclose": broadcast_rule, "isnan": broadcast_rule, "isinf": broadcast_rule,
     "isfinite": broadcast_rule, "isposinf": broadcast_rule, "isneginf": broadcast_rule,
     "signbit": broadcast_rule, "logical_and": broadcast_rule, "logical_or": broadcast_rule,
