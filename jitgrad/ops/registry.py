@@ -99,9 +99,10 @@ def op(node=None, *, backward=None, jvp=None, linear=None, saves=(), samples=(),
 
     vmap: how `jitgrad.func.vmap` batches the op: `SAME`, `Dims(...)`, or a function
     `rule(b, *args, **kwargs)` that gets the batched tensors with their batch dim
-    first (`b.batched(t)`, `b.size`, `b.ndim(t)`, `b.front(t)`, `b.dim(d, t)`) and
-    returns the result with the batch dim first, or NotImplemented. Without one, an op
-    with a node runs once per sample; one without runs on the batched tensors as is.
+    first (`b.batched(t)`, `b.size`, `b.ndim(t)`, `b.dim(d, t)`, `b.expand(t)`,
+    `b.pad(t, n)`) and returns the result with the batch dim first, or NotImplemented.
+    Without one, an op with a node runs once per sample; one without runs on the
+    batched tensors as is (docs/func.md).
     """
     def declare(fn):
         key = name or fn.__name__
