@@ -102,7 +102,8 @@ def op(node=None, *, backward=None, jvp=None, linear=None, saves=(), samples=(),
     first (`b.batched(t)`, `b.size`, `b.ndim(t)`, `b.dim(d, t)`, `b.expand(t)`,
     `b.pad(t, n)`) and returns the result with the batch dim first, or NotImplemented.
     Without one, an op with a node runs once per sample; one without runs on the
-    batched tensors as is (docs/func.md).
+    batched tensors as is, so one that reads its inputs' arrays itself needs a rule
+    (a batched tensor's array is a stand-in of one sample's shape: docs/func.md).
     """
     def declare(fn):
         key = name or fn.__name__
