@@ -138,6 +138,8 @@ _made = {}
 class _Escaped:
     """The array of a batched tensor that outlived its vmap: any use raises."""
     def __getattr__(self, name):
+        if name.startswith("__"):  # Python's own protocol lookups (copy, inspect, ...)
+            raise AttributeError(name)
         raise RuntimeError(ESCAPED_MESSAGE)
 
 
