@@ -6,7 +6,7 @@ import pytest
 import jitgrad
 from jitgrad.func import functional_call, grad, jacrev, stack_module_state, vmap
 
-from helpers import require_torch, rng_for
+from helpers import require_torch, rng_for, run_isolated
 from test_vmap import compare, data
 
 
@@ -76,6 +76,10 @@ CASES = [
     ("hessian", lambda L, x: L.func.hessian(lambda v: f_sin(L, v))(x), (V,)),
     ("hessian_argnums", lambda L, x, y: L.func.hessian(lambda a, b: f_two(L, a, b),
                                                        argnums=1)(x, y), (V, W)),
+    ("hessian_dict", lambda L, x, y: L.func.hessian(
+        lambda p: (p["a"] * p["b"].sin()).sum())({"a": x, "b": y}), (V, W)),
+    ("jacrev_dict_in_out", lambda L, x, y: L.func.jacrev(
+        lambda p: {"s": p["a"] * p["b"], "t": p["a"].sum()})({"a": x, "b": y}), (V, W)),
     ("jacrev_jacrev", lambda L, x: L.func.jacrev(L.func.jacrev(lambda v: f_sin(L, v)))(x), (V,)),
     ("jacfwd_jacrev", lambda L, x: L.func.jacfwd(L.func.jacrev(lambda v: f_vec(L, v)))(x), (V,)),
     ("jacrev_jacfwd", lambda L, x: L.func.jacrev(L.func.jacfwd(lambda v: f_vec(L, v)))(x), (V,)),
@@ -294,3 +298,9 @@ def test_errors_match_torch(lib, body, error, pattern):
     x = lib.tensor(data(3, 4))
     with pytest.raises(error, match=pattern):
         body(lib, x)
+
+
+def test_import_jitgrad_leaves_func_unloaded():
+    out = run_isolated("import sys, jitgrad; print('jitgrad.func' in sys.modules); "
+                       "jitgrad.func.vmap; print('jitgrad.func' in sys.modules)")
+    assert out.stdout.split() == ["False", "True"], out.stderr
