@@ -311,9 +311,8 @@ OTHER_RULES = {
     "tril": SAME, "triu": SAME, "nn.functional.embedding": SAME, "_nll_loss": _nll_loss_rule,
     # values read in Python: once per sample
     "allclose": _loop_rule, "equal": _loop_rule, "diag": _loop_rule, "nonzero": _loop_rule,
-    "masked_scatter": _loop_rule, "fill_diagonal_": _loop_rule, "repeat_interleave": _loop_rule,
-    "unfold": _loop_rule, "unique": _loop_rule, "bincount": _loop_rule,
-    "searchsorted": _loop_rule, "index_add": _loop_rule, "index_fill": _loop_rule,
+    "masked_scatter": _loop_rule, "fill_diagonal_": _loop_rule, "unique": _loop_rule,
+    "bincount": _loop_rule, "searchsorted": _loop_rule, "index_add": _loop_rule,
     "argwhere": _loop_rule, "masked_select": _loop_rule,
 }
 # Tensor methods and functions that are not declared ops, by the name the op seam

@@ -429,7 +429,7 @@ def index_add(x, dim, index, source, *, alpha=1):
     return x + index_put_zeros(source * alpha if alpha != 1 else source, x._data.shape, key)
 
 
-@op(method=True, export=True, inplace=True,
+@op(method=True, export=True, inplace=True, vmap=Dims("dim"),
     samples=(Sample(Arg(4, 3), 1, Arg(2, high=3, kind="int"), 0.5),))
 def index_fill(x, dim, index, value):
     """x with `value` written at `index` along `dim`."""

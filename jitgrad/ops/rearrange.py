@@ -94,7 +94,8 @@ def tile(x, dims):
     return repeat(x, (1,) * (x._data.ndim - len(dims)) + dims)
 
 
-@op(method=True, export=True, samples=(Sample(Arg(2, 3), 2, dim=1), Sample(Arg(2, 3), 3)))
+@op(method=True, export=True, vmap=Dims("dim", none_is_all=False),
+    samples=(Sample(Arg(2, 3), 2, dim=1), Sample(Arg(2, 3), 3)))
 def repeat_interleave(x, repeats=None, dim=None, *, output_size=None):
     """Each element (or slice along `dim`) repeated `repeats` times in a row
     (an int, or a tensor with one count per element); without `dim` the tensor
@@ -116,7 +117,7 @@ def repeat_interleave(x, repeats=None, dim=None, *, output_size=None):
     return index_select(x, d, index)
 
 
-@op(method=True, samples=(Sample(Arg(2, 7), 1, 3, 2), Sample(Arg(5), 0, 2, 1)))
+@op(method=True, vmap=Dims("dimension"), samples=(Sample(Arg(2, 7), 1, 3, 2), Sample(Arg(5), 0, 2, 1)))
 def unfold(x, dimension, size, step):
     """The windows of `size` elements, `step` apart, along `dimension`: that dim
     becomes the window count and the window is a new last dim (a copy; torch

@@ -178,8 +178,11 @@ CASES = [
     ("tile_baddbmm", lambda L, x: L.func.vmap(
         lambda a: a.tile((2, 1)).sum() + L.baddbmm(a[:1], a[None], a.T[None]))(x),
      (data(3, 4, 4),)),
-    ("index_select", lambda L, x: L.func.vmap(lambda a: a.index_select(1, L.tensor([0, 3])))(x),
+    ("index_select_fill", lambda L, x: L.func.vmap(
+        lambda a: a.index_select(1, L.tensor([0, 3])) + a.index_fill(1, L.tensor([1]), 2.0)[:, :2])(x),
      (X3,)),
+    ("repeat_interleave_unfold", lambda L, x: L.func.vmap(
+        lambda a: a.repeat_interleave(2, dim=1)[:, :4] + a.unfold(1, 2, 1).sum(-1))(x), (X3,)),
     ("group_norm_attention", lambda L, x: L.func.vmap(
         lambda a: F(L).group_norm(a[None], 2) + F(L).scaled_dot_product_attention(
             a[None], a[None], a[None]))(x), (data(3, 4, 5),)),
