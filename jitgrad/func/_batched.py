@@ -31,7 +31,7 @@ from .. import _state
 from ..autograd import engine
 from ..ops.indexing import select
 from ..ops.join import stack
-from ..ops.reduce import sum as reduce_sum
+from ..ops.reduce import mean, sum as reduce_sum
 from ..ops.registry import BATCH_RULES, OPS, REGISTRY, SAME, Dims, SameBatch
 from ..ops.views import expand, movedim, reshape, unsqueeze
 from ..tensor import Tensor, wrap_dim
@@ -295,6 +295,30 @@ def _nll_loss_rule(b, input, safe, w, valid, class_dim, reduction):
     return total / reduce_sum(w, dims) if reduction == "mean" else total
 
 
+def _loss_rule(name):
+    """An elementwise loss with torch's `reduction`: the unreduced losses of the
+    whole batch, then each sample's mean or sum."""
+    def rule(b, *args, **kwargs):
+        fn = OPS[name].function
+        bound = _signature(fn).bind(*args, **kwargs)
+        bound.apply_defaults()
+        a = bound.arguments
+        if a.get("size_average") is not None or a.get("reduce") is not None:
+            return NotImplemented
+        n = max(b.ndim(a["input"]), b.ndim(a["target"]))
+        a["input"], a["target"] = b.expand(a["input"]), b.expand(a["target"])
+        for k in ("weight", "pos_weight"):
+            if isinstance(a.get(k), Tensor):
+                a[k] = b.pad(a[k], n)
+        reduction, a["reduction"] = a["reduction"], "none"
+        loss = fn(*bound.args, **bound.kwargs)
+        dims = tuple(range(1, loss.ndim))
+        if reduction == "none" or not dims:
+            return loss
+        return mean(loss, dims) if reduction == "mean" else reduce_sum(loss, dims)
+    return rule
+
+
 def _loop_rule(b, *args, **kwargs):
     return NotImplemented
 
@@ -309,6 +333,9 @@ OTHER_RULES = {
     "diagonal": Dims("dim1", "dim2"), "argsort": Dims("dim"), "topk": Dims("dim"),
     "sort": Dims("dim"),
     "tril": SAME, "triu": SAME, "nn.functional.embedding": SAME, "_nll_loss": _nll_loss_rule,
+    "nn.functional.binary_cross_entropy": _loss_rule("nn.functional.binary_cross_entropy"),
+    "nn.functional.binary_cross_entropy_with_logits": _loss_rule(
+        "nn.functional.binary_cross_entropy_with_logits"),
     # values read in Python: once per sample
     "allclose": _loop_rule, "equal": _loop_rule, "diag": _loop_rule, "nonzero": _loop_rule,
     "masked_scatter": _loop_rule, "fill_diagonal_": _loop_rule, "unique": _loop_rule,

@@ -162,6 +162,14 @@ CASES = [
     ("to_dtype", lambda L, x: L.func.vmap(lambda r: r.float() * 2)(x), (X,)),
     ("embedding", lambda L, i, w: L.func.vmap(lambda j: F(L).embedding(j, w))(i),
      (np.array([[0, 2], [1, 1], [3, 0]]), data(4, 5))),
+    ("binary_cross_entropy", lambda L, x, t: L.func.vmap(
+        lambda a, b: F(L).binary_cross_entropy(a.sigmoid(), b) + F(L).binary_cross_entropy(
+            a.sigmoid(), b, weight=L.tensor([1.0, 2.0, 0.5, 1.0, 3.0]), reduction="sum"))(x, t),
+     (data(3, 4, 5), np.random.default_rng(0).uniform(size=(3, 4, 5)))),
+    ("binary_cross_entropy_with_logits", lambda L, x, t: L.func.vmap(
+        lambda a, b: F(L).binary_cross_entropy_with_logits(
+            a, b, pos_weight=L.tensor([1.0, 2.0, 0.5, 1.0, 3.0]), reduction="none"))(x, t),
+     (data(3, 4, 5), np.random.default_rng(1).uniform(size=(3, 4, 5)))),
     # more ops, composites among them
     ("einsum_cdist", lambda L, x: L.func.vmap(
         lambda a: L.einsum("ij,kj->ik", a, a) + L.cdist(a, a))(x), (X3,)),
