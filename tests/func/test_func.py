@@ -304,3 +304,32 @@ def test_import_jitgrad_leaves_func_unloaded():
     out = run_isolated("import sys, jitgrad; print('jitgrad.func' in sys.modules); "
                        "jitgrad.func.vmap; print('jitgrad.func' in sys.modules)")
     assert out.stdout.split() == ["False", "True"], out.stderr
+
+
+def test_maml_second_order_per_task_grads_match_torch():
+    """vmap over tasks of grad of a loss after one inner grad step (MAML): grad of
+    grad inside vmap, with functional_call."""
+    th = require_torch()
+    rng = rng_for("maml")
+    xs = rng.standard_normal((3, 5, 4)).astype(np.float32)
+    ys = rng.standard_normal((3, 5, 2)).astype(np.float32)
+    jg_model = jitgrad.nn.Sequential(jitgrad.nn.Linear(4, 6), jitgrad.nn.Tanh(),
+                                     jitgrad.nn.Linear(6, 2))
+    th_model = th.nn.Sequential(th.nn.Linear(4, 6), th.nn.Tanh(), th.nn.Linear(6, 2))
+    _copy_params(jg_model, th_model, th)
+
+    def meta_grads(L, model, xs, ys):
+        params = {k: v.detach() for k, v in model.named_parameters()}
+
+        def inner_loss(p, x, y):
+            return L.nn.functional.mse_loss(L.func.functional_call(model, p, (x,)), y)
+
+        def task_loss(p, x, y):
+            g = L.func.grad(inner_loss)(p, x, y)
+            return inner_loss({k: p[k] - 0.1 * g[k] for k in p}, x, y)
+        return L.func.vmap(L.func.grad(task_loss), in_dims=(None, 0, 0))(params, xs, ys)
+    got = meta_grads(jitgrad, jg_model, jitgrad.tensor(xs), jitgrad.tensor(ys))
+    want = meta_grads(th, th_model, th.tensor(xs), th.tensor(ys))
+    for k in want:
+        np.testing.assert_allclose(got[k].numpy(), want[k].numpy(), rtol=1e-4, atol=1e-6,
+                                   err_msg=k)
