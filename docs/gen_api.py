@@ -33,6 +33,7 @@ MODULES = [
     ("jitgrad.autograd.functional", None),
     ("jitgrad.autograd.profiler", None),
     ("jitgrad.autograd.fusion", ["explain", "is_fusion_enabled", "set_fusion_enabled"]),
+    ("jitgrad.func", None),
     ("jitgrad.nn", None),
     ("jitgrad.nn.functional", None),
     ("jitgrad.nn.init", None),

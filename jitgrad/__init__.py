@@ -56,6 +56,15 @@ del _registry_ops
 globals().update((alias, globals()[name]) for alias, name in _ALIASES.items() if name in globals())
 
 
+def __getattr__(name):
+    # jitgrad.func loads on first use (`import jitgrad` stays fast); the import then
+    # makes it an attribute, so this runs once
+    if name == "func":
+        import importlib
+        return importlib.import_module("jitgrad.func")
+    raise AttributeError(f"module 'jitgrad' has no attribute {name!r}")
+
+
 def detach(x):
     return x.detach()
 

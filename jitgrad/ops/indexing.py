@@ -7,7 +7,7 @@ from .. import backend
 from .._trace import TRACE, graph_break
 from ..tensor import Tensor, asarray, ascontiguous, wrap_dim
 from .legacy import scalar_type
-from .registry import Arg, Sample, op
+from .registry import Arg, Dims, Sample, op
 from .views import make_view, sum_to_size
 
 
@@ -88,7 +88,22 @@ def _selects_by_mask(key):
     return False
 
 
+def _getitem_batched(b, x, key):
+    """Basic indexing, and unbatched index tensors next to each other (numpy puts
+    the dims of advanced indices apart from each other first, before the batch dim)."""
+    key = key if isinstance(key, tuple) else (key,)
+    advanced = [i for i, k in enumerate(key) if not (k is None or k is Ellipsis or
+                                                     type(k) is slice)]
+    arrays = [k for k in key if isinstance(k, (Tensor, list, np.ndarray)) or type(k) is bool]
+    if any(b.batched(k) or getattr(k, "dtype", None) in (np.bool_, bool) or type(k) is bool
+           or isinstance(k, Tensor) and k._data.dtype == np.bool_ for k in arrays) or \
+            not b.batched(x) or arrays and advanced != list(range(advanced[0], advanced[-1] + 1)):
+        return NotImplemented
+    return getitem(x, (slice(None),) + key)
+
+
 @op("SliceBackward0", backward=_getitem_backward, linear=lambda b, shape, key: (b.key(key),),
+    vmap=_getitem_batched,
     samples=(Sample(Arg(4, 5), (slice(1, 3), 2)),
              Sample(Arg(4, 5), (Ellipsis, None, slice(None, None, 2))),
              Sample(Arg(4, 5), Arg(3, high=4, kind="int")), Sample(Arg(4, 5), Arg(4, 5, kind="bool"))))
@@ -200,6 +215,7 @@ def _leading(arr, shape, d=None):
 
 @op("GatherBackward0", backward=_gather_backward, saves=("index",),
     linear=lambda b, dim, shape, index: (b.dim(dim), b.index(index)), method=True, export=True,
+    vmap=Dims("dim", expand=True),
     samples=(Sample(Arg(3, 4), 1, Arg(3, 2, high=4, kind="int")),))
 def gather(x, dim, index):
     idx, d = _checked_index(x, dim, index, "gather")
@@ -253,6 +269,7 @@ def _scatter_jvp(b, out, inputs, attrs, tx, ts=None):
 
 
 @op("ScatterBackward0", backward=_scatter_backward, jvp=_scatter_jvp, saves=("index",),
+    vmap=Dims("dim", expand=True),
     method=True, export=True, inplace=True,
     samples=(Sample(Arg(3, 4), 0, Arg(1, 4, high=3, kind="int"), Arg(1, 4)),
              Sample(Arg(3, 4), 1, Arg(2, 2, high=4, kind="int"), 2.5)))
@@ -290,6 +307,7 @@ def _scatter_add_jvp(b, out, inputs, attrs, tx, ts):
 
 
 @op("ScatterAddBackward0", backward=_scatter_add_into_backward, jvp=_scatter_add_jvp,
+    vmap=Dims("dim", expand=True),
     saves=("index",), method=True, export=True, inplace=True,
     samples=(Sample(Arg(3, 4), 0, Arg(2, 4, high=3, kind="int"), Arg(2, 4)),
              Sample(Arg(4, 3), 1, Arg(2, 2, high=3, kind="int"), Arg(2, 2))))
@@ -335,6 +353,7 @@ def _index_select_backward(node, g):
 
 @op("IndexSelectBackward0", backward=_index_select_backward, saves=("index",),
     linear=lambda b, dim, shape, index: (b.dim(dim), index), method=True, export=True,
+    vmap=Dims("dim"),
     samples=(Sample(Arg(3, 4), 0, Arg(5, high=3, kind="int")),))
 def index_select(x, dim, index):
     idx = _check_index(index, "index_select")
@@ -410,7 +429,7 @@ def index_add(x, dim, index, source, *, alpha=1):
     return x + index_put_zeros(source * alpha if alpha != 1 else source, x._data.shape, key)
 
 
-@op(method=True, export=True, inplace=True,
+@op(method=True, export=True, inplace=True, vmap=Dims("dim"),
     samples=(Sample(Arg(4, 3), 1, Arg(2, high=3, kind="int"), 0.5),))
 def index_fill(x, dim, index, value):
     """x with `value` written at `index` along `dim`."""

@@ -6,7 +6,7 @@ from .. import _state
 from .. import dtypes as _dt
 from ..tensor import Tensor, wrap_dim
 from .creation import zeros_as
-from .registry import Arg, Sample, op
+from .registry import Arg, Dims, Sample, op
 from .indexing import narrow, select
 from .views import creation_meta, unsqueeze
 
@@ -37,7 +37,12 @@ def _joined_dtype(tensors, who):
     return dt
 
 
-@op("CatBackward0", backward=_cat_backward, jvp=_cat_jvp, export=("cat", "concat"),
+def _cat_batched(b, tensors, dim=0):
+    tensors = [b.expand(t) for t in tensors]
+    return cat(tensors, b.dim(dim, tensors[0]))
+
+
+@op("CatBackward0", backward=_cat_backward, jvp=_cat_jvp, export=("cat", "concat"), vmap=_cat_batched,
     test=lambda *ts, dim=0: cat(ts, dim),
     samples=(Sample(Arg(2, 3), Arg(4, 3)), Sample(Arg(2, 3), Arg(2, 1), dim=1)))
 def cat(tensors, dim=0):
@@ -91,7 +96,7 @@ def _split_backward(node, *grads):
 
 @op("SplitBackward0", backward=_split_backward,
     linear=lambda b, dim, sizes, shape, dtype, sections: (sections, b.dim(dim)),
-    method=True, export=True, test=lambda x, s, dim=0: cat(split(x, s, dim), dim),
+    method=True, export=True, test=lambda x, s, dim=0: cat(split(x, s, dim), dim), vmap=Dims("dim"),
     samples=(Sample(Arg(5, 2), 2), Sample(Arg(2, 5), [1, 4], dim=1)))
 def split(x, split_size_or_sections, dim=0):
     d = wrap_dim(dim, x._data.ndim)
@@ -145,7 +150,7 @@ def _present(grads):
 
 
 @op("UnbindBackward0", backward=_unbind_backward, linear=lambda b, dim, shape, dtype: (b.dim(dim),),
-    method=True, export=True, test=lambda x, dim=0: stack(unbind(x, dim), dim),
+    method=True, export=True, test=lambda x, dim=0: stack(unbind(x, dim), dim), vmap=Dims("dim"),
     samples=(Sample(Arg(3, 2), dim=1),))
 def unbind(x, dim=0):
     d = wrap_dim(dim, x._data.ndim)

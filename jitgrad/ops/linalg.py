@@ -80,8 +80,27 @@ def _matmul_jvp(batch, out, inputs, attrs, ta, tb):
 _NAMES = {(1, 1): "DotBackward0", (2, 2): "MmBackward0", (2, 1): "MvBackward0"}
 
 
+def _matmul_batched(b, x, y):
+    """Samples of x times y: one matrix product over the whole batch where one side
+    is unbatched (per-sample vectors or matrices against a weight), else a batched
+    product with vectors as rows and columns."""
+    nx, ny = b.ndim(x), b.ndim(y)
+    if not b.batched(y) and ny == 2 and nx in (1, 2):
+        out = matmul(reshape(x, (-1, x.shape[-1])), y)
+        return reshape(out, tuple(x.shape[:-1]) + (y.shape[-1],))
+    if not b.batched(x) and nx == 2 and ny == 1:
+        return matmul(y, transpose(x, 0, 1))
+    n = max(nx, ny, 2)  # sample dims, vectors made matrices
+    x = unsqueeze(b.pad(x, n - 1), -2) if nx == 1 else b.pad(x, n)
+    y = unsqueeze(b.pad(y, n - 1), -1) if ny == 1 else b.pad(y, n)
+    out = matmul(x, y)
+    if nx == 1:
+        out = squeeze(out, -2)
+    return squeeze(out, -1) if ny == 1 else out
+
+
 @op("MmBackward0", backward=_matmul_backward, jvp=_matmul_jvp, saves=("self", "mat2"),
-    method=True, export=True,
+    method=True, export=True, vmap=_matmul_batched,
     samples=(Sample(Arg(3, 4), Arg(4, 2)), Sample(Arg(4), Arg(4)), Sample(Arg(3, 4), Arg(4)),
              Sample(Arg(4), Arg(4, 2)), Sample(Arg(2, 3, 4), Arg(4, 5)),
              Sample(Arg(2, 1, 3, 4), Arg(3, 4, 2))))

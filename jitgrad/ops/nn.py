@@ -6,7 +6,7 @@ from .. import backend
 from ..tensor import Tensor, wrap_dim
 from . import formulas as E
 from .reduce import sum
-from .registry import Arg, Sample, op
+from .registry import Arg, Dims, Sample, op
 
 
 def _softmax_backward(node, g):
@@ -42,7 +42,7 @@ def _softmax_jvp(b, out, inputs, attrs, tx):
 
 
 @op("SoftmaxBackward0", backward=_softmax_backward, jvp=_softmax_jvp, saves=("result",),
-    method=True, export=True, samples=(Sample(Arg(3, 4), 1), Sample(Arg(3, 4), 0)))
+    method=True, export=True, vmap=Dims("dim"), samples=(Sample(Arg(3, 4), 1), Sample(Arg(3, 4), 0)))
 def softmax(x, dim, dtype=None):
     if dtype is not None:
         x = x.to(dtype)
@@ -66,7 +66,7 @@ def _log_softmax_jvp(b, out, inputs, attrs, tx):
 
 
 @op("LogSoftmaxBackward0", backward=_log_softmax_backward, jvp=_log_softmax_jvp,
-    saves=("result",), method=True, export=True,
+    saves=("result",), method=True, export=True, vmap=Dims("dim"),
     samples=(Sample(Arg(3, 4), 1), Sample(Arg(2, 3, 4), -1)))
 def log_softmax(x, dim, dtype=None):
     if dtype is not None:

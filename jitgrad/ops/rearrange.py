@@ -5,7 +5,7 @@ import numpy as np
 
 from ..tensor import Tensor, wrap_dim
 from .reduce import sum as _sum
-from .registry import Arg, Sample, op
+from .registry import Arg, Dims, Sample, op
 from .indexing import index_select
 from .join import stack
 from .views import _as_shape, permute, reshape
@@ -18,6 +18,7 @@ def _as_tuple(v):
 @op("RollBackward0", backward=lambda node, g: (roll(g, [-s for s in node._attrs[0]],
                                                      node._attrs[1]),),
     linear=lambda b, shifts, dims: (shifts, b.dims(dims)), method=True, export=True,
+    vmap=Dims("dims", none_is_all=False),
     samples=(Sample(Arg(3, 4), 1, 1), Sample(Arg(3, 4), (2, -1), (0, 1)), Sample(Arg(3, 4), 5)))
 def roll(x, shifts, dims=None):
     """Shift the elements along `dims` cyclically; without `dims` the tensor is
@@ -57,6 +58,7 @@ def _repeat_jvp(b, out, inputs, attrs, tx):
 
 
 @op("RepeatBackward0", backward=_repeat_backward, jvp=_repeat_jvp, method=True,
+    vmap=lambda b, x, *sizes: repeat(b.pad(x, len(_as_shape(sizes))), (1,) + _as_shape(sizes)),
     samples=(Sample(Arg(2, 3), 2, 1), Sample(Arg(2, 3), (3, 1, 2)), Sample(Arg(3), 2)))
 def repeat(x, *sizes):
     """The tensor tiled `sizes[i]` times along each dim (leading new dims where
@@ -92,7 +94,8 @@ def tile(x, dims):
     return repeat(x, (1,) * (x._data.ndim - len(dims)) + dims)
 
 
-@op(method=True, export=True, samples=(Sample(Arg(2, 3), 2, dim=1), Sample(Arg(2, 3), 3)))
+@op(method=True, export=True, vmap=Dims("dim", none_is_all=False),
+    samples=(Sample(Arg(2, 3), 2, dim=1), Sample(Arg(2, 3), 3)))
 def repeat_interleave(x, repeats=None, dim=None, *, output_size=None):
     """Each element (or slice along `dim`) repeated `repeats` times in a row
     (an int, or a tensor with one count per element); without `dim` the tensor
@@ -114,7 +117,7 @@ def repeat_interleave(x, repeats=None, dim=None, *, output_size=None):
     return index_select(x, d, index)
 
 
-@op(method=True, samples=(Sample(Arg(2, 7), 1, 3, 2), Sample(Arg(5), 0, 2, 1)))
+@op(method=True, vmap=Dims("dimension"), samples=(Sample(Arg(2, 7), 1, 3, 2), Sample(Arg(5), 0, 2, 1)))
 def unfold(x, dimension, size, step):
     """The windows of `size` elements, `step` apart, along `dimension`: that dim
     becomes the window count and the window is a new last dim (a copy; torch

@@ -7,7 +7,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..tensor import Tensor, wrap_dim, asarray, ascontiguous
 from . import formulas as E
-from .registry import Arg, Sample, op
+from .registry import Arg, Dims, Sample, op
 from .indexing import gather, scatter_add_zeros
 from .views import expand, flip, reshape, unsqueeze
 
@@ -54,7 +54,7 @@ def _reduced(b, shape, axes, keepdim, *_):
 
 
 @op("SumBackward0", backward=_sum_backward, linear=_reduced, method=True, export=True,
-    samples=(Sample(Arg(3, 4)), Sample(Arg(3, 4), 1), Sample(Arg(2, 3, 4), (0, 2), True)))
+    vmap=Dims("dim"), samples=(Sample(Arg(3, 4)), Sample(Arg(3, 4), 1), Sample(Arg(2, 3, 4), (0, 2), True)))
 def sum(x, dim=None, keepdim=False, dtype=None):
     d = x._data
     axes = _axes(dim, d.ndim)
@@ -78,7 +78,7 @@ def _need_float(x, who):
 
 
 @op("MeanBackward0", backward=_mean_backward, linear=_reduced, method=True, export=True,
-    samples=(Sample(Arg(3, 4)), Sample(Arg(3, 4), -1, keepdim=True)))
+    vmap=Dims("dim"), samples=(Sample(Arg(3, 4)), Sample(Arg(3, 4), -1, keepdim=True)))
 def mean(x, dim=None, keepdim=False, dtype=None):
     if dtype is not None:
         x = x.to(dtype)
@@ -121,8 +121,15 @@ def _prod_jvp(b, out, inputs, attrs, tx):
     return sum(tx * _prod_others(inputs[0]._data, axes), b.dims(axes), keepdim)
 
 
+# vmap: prod takes one dim; a whole-sample product is one over the flattened sample
+def _prod_batched(b, x, dim=None, keepdim=False, dtype=None):
+    if dim is None:
+        return prod(reshape(x, (b.size, -1)), 1, dtype=dtype)
+    return prod(x, b.dim(dim, x), keepdim, dtype)
+
+
 @op("ProdBackward0", backward=_prod_backward, jvp=_prod_jvp, saves=("self", "result"),
-    method=True, export=True, samples=(Sample(Arg(3, 4, low=0.5, high=1.5)),
+    vmap=_prod_batched, method=True, export=True, samples=(Sample(Arg(3, 4, low=0.5, high=1.5)),
                                        Sample(Arg(3, 4, low=0.5, high=1.5), 1)))
 def prod(x, dim=None, keepdim=False, dtype=None):
     if dtype is not None:
@@ -163,7 +170,7 @@ def _amax_backward(node, g):
     return (_unreduce(g, shape, axes, keepdim) * mask / count,)
 
 
-@op("AmaxBackward0", backward=_amax_backward, jvp=_amax_jvp, saves=("self", "result"))
+@op("AmaxBackward0", backward=_amax_backward, jvp=_amax_jvp, saves=("self", "result"), vmap=Dims("dim"))
 def _extreme(x, dim, keepdim, fn, name):
     d = x._data
     axes = _axes(dim, d.ndim)
@@ -201,7 +208,14 @@ def scatter_to_indices(node, g, _g_indices=None):
     return (scatter_add_zeros(g, dim, idx, shape),)
 
 
-@op("MaxBackward0", backward=scatter_to_indices, jvp=take_at_indices, saves=("indices",))
+def _max_min_batched(b, x, dim, keepdim, name, arg_fn, full_fn):
+    if dim is None:
+        return _extreme(reshape(x, (b.size, -1)), 1, False, full_fn, name)
+    return _max_min(x, b.dim(dim, x), keepdim, name, arg_fn, full_fn)
+
+
+@op("MaxBackward0", backward=scatter_to_indices, jvp=take_at_indices, saves=("indices",),
+    vmap=_max_min_batched)
 def _max_min(x, dim, keepdim, name, arg_fn, full_fn):
     if dim is None:
         return _extreme(x, None, False, full_fn, name)
@@ -249,12 +263,21 @@ def _arg_extreme(x, dim, keepdim, np_fn):
     return Tensor(asarray(r, dtype=np.int64))
 
 
-@op(method=True, export=True)
+def _arg_extreme_batched(np_fn):
+    def rule(b, x, dim=None, keepdim=False):
+        if dim is not None:
+            return _arg_extreme(x, b.dim(dim, x), keepdim, np_fn)
+        out = _arg_extreme(reshape(x, (b.size, -1)), 1, False, np_fn)
+        return reshape(out, (b.size,) + (1,) * (x.ndim - 1)) if keepdim else out
+    return rule
+
+
+@op(method=True, export=True, vmap=_arg_extreme_batched(np.argmax))
 def argmax(x, dim=None, keepdim=False):
     return _arg_extreme(x, dim, keepdim, np.argmax)
 
 
-@op(method=True, export=True)
+@op(method=True, export=True, vmap=_arg_extreme_batched(np.argmin))
 def argmin(x, dim=None, keepdim=False):
     return _arg_extreme(x, dim, keepdim, np.argmin)
 
@@ -302,7 +325,7 @@ def _var_jvp(b, out, inputs, attrs, tx):
 
 
 @op("VarBackward0", backward=_var_backward, jvp=_var_jvp, saves=("self",), method=True,
-    export=True, samples=(Sample(Arg(3, 4)), Sample(Arg(3, 4), 1),
+    vmap=Dims("dim"), export=True, samples=(Sample(Arg(3, 4)), Sample(Arg(3, 4), 1),
                           Sample(Arg(3, 4), 0, correction=0)))
 def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(dim, bool):  # var(x, False): the old unbiased positional form
@@ -336,7 +359,7 @@ def _std_jvp(b, out, inputs, attrs, tx):
 
 
 @op("StdBackward0", backward=_std_backward, jvp=_std_jvp, saves=("self", "result"), method=True,
-    export=True, samples=(Sample(Arg(3, 4)), Sample(Arg(3, 4), 1, keepdim=True)))
+    vmap=Dims("dim"), export=True, samples=(Sample(Arg(3, 4)), Sample(Arg(3, 4), 1, keepdim=True)))
 def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(dim, bool):
         dim, unbiased = None, dim
@@ -359,7 +382,7 @@ def _logsumexp_jvp(b, out, inputs, attrs, tx):
     return sum(tx * E.exp(inputs[0] - _unreduce(out, shape, axes, keepdim)), b.dims(axes), keepdim)
 
 
-@op("LogsumexpBackward0", backward=_logsumexp_backward, jvp=_logsumexp_jvp,
+@op("LogsumexpBackward0", backward=_logsumexp_backward, jvp=_logsumexp_jvp, vmap=Dims("dim"),
     saves=("self", "result"), method=True, export=True,
     samples=(Sample(Arg(3, 4), 1), Sample(Arg(3, 4), (0, 1))))
 def logsumexp(x, dim, keepdim=False):
@@ -402,7 +425,7 @@ def _norm_jvp(b, out, inputs, attrs, tx):
                keepdim)
 
 
-@op("NormBackward1", backward=_norm_backward, jvp=_norm_jvp, saves=("self", "result"),
+@op("NormBackward1", backward=_norm_backward, jvp=_norm_jvp, saves=("self", "result"), vmap=Dims("dim"),
     method=True, export=True, samples=(Sample(Arg(3, 4)), Sample(Arg(3, 4), 1, 1),
                                        Sample(Arg(3, 4), 3, 0), Sample(Arg(3, 4), float("inf"), 1)))
 def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
@@ -433,7 +456,7 @@ def _cumsum_backward(node, g):
     return (flip(cumsum(flip(g, dim), dim), dim),)
 
 
-@op("CumsumBackward0", backward=_cumsum_backward, linear=lambda b, dim: (b.dim(dim),),
+@op("CumsumBackward0", backward=_cumsum_backward, linear=lambda b, dim: (b.dim(dim),), vmap=Dims("dim"),
     method=True, export=True, inplace=True, samples=(Sample(Arg(3, 4), 1), Sample(Arg(5), 0)))
 def cumsum(x, dim, dtype=None):
     if dtype is not None:
@@ -481,6 +504,7 @@ def _cumprod_jvp(b, out, inputs, attrs, tx):
 
 
 @op("CumprodBackward0", backward=_cumprod_backward, jvp=_cumprod_jvp, saves=("self", "result"),
+    vmap=Dims("dim"),
     method=True, export=True, inplace=True,
     samples=(Sample(Arg(3, 4, low=0.5, high=1.5), 1), Sample(Arg(5, low=-1.5, high=1.5), 0)))
 def cumprod(x, dim, dtype=None):

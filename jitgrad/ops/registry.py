@@ -15,6 +15,7 @@ from .record import OpDef
 REGISTRY = {}  # name -> ElementwiseOp
 OPS = {}  # name -> OpDef: every other op
 FUNCTIONS = {}  # name -> (function, samples): every other differentiable op
+BATCH_RULES = {}  # name -> the op's vmap batching rule (see `op`'s vmap= and jitgrad/func)
 # Set once the package has built its functions and Tensor methods from REGISTRY:
 # the export/method/inplace flags of a later registration would have no effect.
 API_BUILT = [False]
@@ -49,8 +50,34 @@ def _names(flag, name):
     return (name,) if flag is True else tuple(flag or ())
 
 
+class SameBatch:
+    """Batching rule: the op applied to the batched value as it is (it keeps every
+    dim, or acts on trailing dims only)."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return "SAME"
+
+
+SAME = SameBatch()
+
+
+class Dims:
+    """Batching rule: the parameters `names` hold dims of the first tensor (an int, a
+    sequence, or None and () for all of them when `none_is_all`); vmap shifts them past
+    the batch dim. `expand`: the other tensor arguments are batched alike (an unbatched
+    one is expanded), as gather's index."""
+    __slots__ = ("names", "none_is_all", "expand")
+
+    def __init__(self, *names, none_is_all=True, expand=False):
+        self.names, self.none_is_all, self.expand = names, none_is_all, expand
+
+    def __repr__(self):
+        return f"Dims{self.names}"
+
+
 def op(node=None, *, backward=None, jvp=None, linear=None, saves=(), samples=(), name=None,
-       test=None, method=False, export=False, inplace=False):
+       test=None, method=False, export=False, inplace=False, vmap=None):
     """Declare a non-elementwise op; decorates its forward, which computes the
     result and ends with `<fn>.op.emit(out, inputs, attrs, save)`.
 
@@ -69,6 +96,14 @@ def op(node=None, *, backward=None, jvp=None, linear=None, saves=(), samples=(),
     package reads them when it loads, and an op declared later gets only its
     methods (at once). An op without `node` only composes others (its history
     is theirs). docs/custom-ops.md has a worked example.
+
+    vmap: how `jitgrad.func.vmap` batches the op: `SAME`, `Dims(...)`, or a function
+    `rule(b, *args, **kwargs)` that gets the batched tensors with their batch dim
+    first (`b.batched(t)`, `b.size`, `b.ndim(t)`, `b.dim(d, t)`, `b.expand(t)`,
+    `b.pad(t, n)`) and returns the result with the batch dim first, or NotImplemented.
+    Without one, an op with a node runs once per sample; one without runs on the
+    batched tensors as is, so one that reads its inputs' arrays itself needs a rule
+    (a batched tensor's array is a stand-in of one sample's shape: docs/func.md).
     """
     def declare(fn):
         key = name or fn.__name__
@@ -89,6 +124,8 @@ def op(node=None, *, backward=None, jvp=None, linear=None, saves=(), samples=(),
         d = OpDef(key, fn, node, backward, jvp, linear, saves, samples, methods, exports,
                   _names(inplace, key))
         OPS[key] = fn.op = d
+        if vmap is not None:
+            BATCH_RULES[key] = vmap
         if API_BUILT[0]:
             for n in methods:
                 setattr(Tensor, n, fn)
@@ -103,6 +140,7 @@ def unregister(name):
     the Tensor methods it added."""
     d = OPS.pop(name, None)
     FUNCTIONS.pop(name, None)
+    BATCH_RULES.pop(name, None)
     for n in d.methods if d is not None else ():
         if getattr(Tensor, n, None) is d.function:
             delattr(Tensor, n)

@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import _state
 from ..tensor import Tensor, wrap_dim
-from .registry import Arg, Sample, op
+from .registry import SAME, Arg, Dims, Sample, op
 
 
 def _as_shape(args):
@@ -79,8 +79,13 @@ def _view_linear(b, shape, _):
     return (b.shape(shape),)
 
 
+# vmap: a view of the batched layout may not exist; reshape copies only then
+def _reshape_batched(b, x, *shape):
+    return reshape(x, (b.size,) + _as_shape(shape))
+
+
 @op("ViewBackward0", backward=_reshape_backward, linear=_view_linear, method=True,
-    samples=(Sample(Arg(2, 6), (4, 3)),))
+    vmap=_reshape_batched, samples=(Sample(Arg(2, 6), (4, 3)),))
 def view(x, *shape):
     return _view(x, _infer_shape(_as_shape(shape), x._data.size, x._data.shape), "ViewBackward0")
 
@@ -98,7 +103,7 @@ def _view(x, shape, name):
 
 
 @op("ViewBackward0", backward=_reshape_backward, linear=_view_linear, method=True, export=True,
-    samples=(Sample(Arg(2, 6), (3, 4)), Sample(Arg(2, 6), (-1,))))
+    vmap=_reshape_batched, samples=(Sample(Arg(2, 6), (3, 4)), Sample(Arg(2, 6), (-1,))))
 def reshape(x, *shape):
     shape = _infer_shape(_as_shape(shape), x._data.size, x._data.shape)
     if shape == x._data.shape:
@@ -126,7 +131,18 @@ def flatten(x, start_dim=0, end_dim=-1):
     return reshape(x, shp[:s] + (-1 if 0 not in shp else 0,) + shp[e + 1:]) if s != e else x
 
 
-@op(method=True, export=True, samples=(Sample(Arg(2, 1, 3)), Sample(Arg(2, 1, 3), 1)))
+def _squeeze_batched(b, x, dim=None):
+    if x.ndim == 1:
+        return x
+    if dim is None:
+        dims = tuple(i + 1 for i, s in enumerate(x._data.shape[1:]) if s == 1)
+    else:
+        dims = tuple(b.dim(d, x) for d in (dim if isinstance(dim, (tuple, list)) else (dim,)))
+    return squeeze(x, dims) if dims else x
+
+
+@op(method=True, export=True, vmap=_squeeze_batched,
+    samples=(Sample(Arg(2, 1, 3)), Sample(Arg(2, 1, 3), 1)))
 def squeeze(x, dim=None):
     shp = x._data.shape
     if dim is None:
@@ -138,7 +154,8 @@ def squeeze(x, dim=None):
                  "SqueezeBackward0" if dim is None else "SqueezeBackward1")
 
 
-@op(method=True, export=True, samples=(Sample(Arg(2, 3), 1), Sample(Arg(2, 3), -1)))
+@op(method=True, export=True, vmap=lambda b, x, dim: unsqueeze(x, wrap_dim(dim, x.ndim) + 1),
+    samples=(Sample(Arg(2, 3), 1), Sample(Arg(2, 3), -1)))
 def unsqueeze(x, dim):
     nd = x._data.ndim
     d = wrap_dim(dim, nd + 1)
@@ -153,6 +170,7 @@ def _expand_jvp(b, out, inputs, attrs, tx):
 
 @op("ExpandBackward0", backward=lambda node, g: (sum_to_size(g, node._attrs[1]),),
     jvp=_expand_jvp, method=True, export=True,
+    vmap=lambda b, x, *sizes: expand(b.pad(x, len(_as_shape(sizes))), (b.size,) + _as_shape(sizes)),
     samples=(Sample(Arg(3, 1), (2, 3, 4)),))
 def expand(x, *sizes):
     sizes = _as_shape(sizes)
@@ -230,8 +248,14 @@ def _sum_to_jvp(b, out, inputs, attrs, tx):
     return reshape(sum_to_size(tx, b.shape((1,) * pad + tuple(shape))), b.shape(shape))
 
 
+def _sum_to_size_batched(b, x, *shape):
+    shape = _as_shape(shape)
+    out = sum_to_size(x, (b.size,) + (1,) * (x.ndim - 1 - len(shape)) + shape)
+    return reshape(out, (b.size,) + shape)
+
+
 @op("SumBackward1", backward=lambda node, g: (expand(g, node._attrs[1]),), jvp=_sum_to_jvp,
-    method=True, samples=(Sample(Arg(2, 3, 4), (3, 1)),))
+    method=True, vmap=_sum_to_size_batched, samples=(Sample(Arg(2, 3, 4), (3, 1)),))
 def sum_to_size(x, *shape):
     """Sum `x` down to `shape` (the reverse of broadcasting)."""
     shape = _as_shape(shape)
@@ -246,7 +270,7 @@ def sum_to_size(x, *shape):
 
 @op("TransposeBackward0", backward=lambda node, g: (transpose(g, *node._attrs),),
     linear=lambda b, d0, d1: (b.dim(d0), b.dim(d1)), method=("transpose", "swapaxes"),
-    export=True, samples=(Sample(Arg(2, 3, 4), 0, 2),))
+    export=True, vmap=Dims("dim0", "dim1"), samples=(Sample(Arg(2, 3, 4), 0, 2),))
 def transpose(x, dim0, dim1):
     nd = x._data.ndim
     a, b = wrap_dim(dim0, nd), wrap_dim(dim1, nd)
@@ -262,6 +286,7 @@ def _t_jvp(b, out, inputs, attrs, tx):
 
 
 @op("TBackward0", backward=lambda node, g: (t(g),), jvp=_t_jvp, method=True, export=True,
+    vmap=lambda b, x: x if x.ndim < 3 else transpose(x, 1, 2),
     samples=(Sample(Arg(2, 3)),))
 def t(x):
     if x._data.ndim > 2:
@@ -273,6 +298,7 @@ def t(x):
 
 @op("PermuteBackward0", backward=lambda node, g: (permute(g, tuple(np.argsort(node._attrs[0]))),),
     linear=lambda b, dims: (b.perm(dims),), method=True, export=True,
+    vmap=lambda b, x, *dims: permute(x, (0,) + tuple(b.dim(d, x) for d in _as_shape(dims))),
     samples=(Sample(Arg(2, 3, 4), (2, 0, 1)),))
 def permute(x, *dims):
     dims = _as_shape(dims)
@@ -293,7 +319,7 @@ def T(x):
 
 
 @op("FlipBackward0", backward=lambda node, g: (flip(g, node._attrs[0]),),
-    linear=lambda b, dims: (b.dims(dims),), method=True, export=True,
+    linear=lambda b, dims: (b.dims(dims),), method=True, export=True, vmap=Dims("dims"),
     samples=(Sample(Arg(2, 3), (0, 1)),))
 def flip(x, dims):
     dims = tuple(wrap_dim(d, x._data.ndim) for d in (dims if isinstance(dims, (tuple, list)) else (dims,)))
@@ -301,11 +327,12 @@ def flip(x, dims):
 
 
 @op("CloneBackward0", backward=lambda node, g: (g,), linear=lambda b: (), method=True, export=True,
+    vmap=SAME,
     samples=(Sample(Arg(2, 3)),))
 def clone(x, memory_format=None):
     return clone.op.emit(Tensor(x._data.copy()), (x,), ())
 
 
-@op(method=True)
+@op(method=True, vmap=SAME)
 def contiguous(x, memory_format=None):
     return x if x._data.flags.c_contiguous else clone(x)
