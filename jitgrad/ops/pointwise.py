@@ -201,9 +201,14 @@ class ElementwiseNode(Node):
                     args = [garr]
                     for j in idx:
                         v = saved[j]
-                        args.append(v.data(self) if type(v) is SavedTensor else v)
+                        if type(v) is SavedTensor:
+                            v = v.data(self)
+                            if v.dtype != kdt:  # a 0-d operand of another float dtype
+                                v = v.astype(kdt)
+                        args.append(v)
                     if uses_out:
-                        args.append(self._out.data(self))
+                        v = self._out.data(self)
+                        args.append(v if v.dtype == kdt else v.astype(kdt))  # float16 out
                     r = fn(*args)
                     if type(r) is not HOST_ARRAY and not backend.is_array(r):  # a numpy scalar
                         r = np.asarray(r)
