@@ -203,8 +203,8 @@ class ElementwiseNode(Node):
                         v = saved[j]
                         if type(v) is SavedTensor:
                             v = v.data(self)
-                            if v.dtype != kdt:  # a 0-d operand of another float dtype
-                                v = v.astype(kdt)
+                            if v.dtype != kdt and v.dtype.kind != "b":
+                                v = v.astype(kdt)  # e.g. a 0-d operand of another dtype
                         args.append(v)
                     if uses_out:
                         v = self._out.data(self)
@@ -310,6 +310,7 @@ def _fast_dtype(op, operands):
 
 
 _LOOP_MIN = _fuse.LOOP_MIN_ELEMENTS
+_FUSE_MIN = _fuse.FUSE_MIN_ELEMENTS
 _SMALL_DTYPES = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
 
 
@@ -507,14 +508,15 @@ def _record_elementwise(op, operands, out, kdt):
     partials = op.partials
     mask = tensors = 0
     bit = 1
+    i = 0
     edges, metas, saved = [], [], []
     for v in operands:
         if isinstance(v, Tensor):
             tensors |= bit
-            edges.append(edge_of(v))
-            d = v._data
-            if v._rg and partials[bit.bit_length() - 1] is not None:
+            edges.append((v.grad_fn, v.output_nr) if v.grad_fn is not None else edge_of(v))
+            if v._rg and partials[i] is not None:
                 mask |= bit
+                d = v._data
                 metas.append((d.shape, d.dtype, type(d)))
             else:
                 metas.append(None)
@@ -524,6 +526,7 @@ def _record_elementwise(op, operands, out, kdt):
             metas.append(None)
             saved.append(v)
         bit <<= 1
+        i += 1
     if not mask:
         return
     cls, saves, need_out = op._recording.get((mask, tensors)) or op.recording(mask, tensors)
@@ -537,7 +540,9 @@ def _record_elementwise(op, operands, out, kdt):
     node._mask = mask
     node._saved = tuple(saved)
     r = out._data
-    node._shape = r.shape if r.dtype == kdt and _fusable_size(r) else None
+    # _fusable_size, the host test first (it decides for every small host array)
+    node._shape = r.shape if r.dtype == kdt and (
+        r.size >= _FUSE_MIN or type(r) is not HOST_ARRAY and _fusable_size(r)) else None
     out.grad_fn = node
     out._rg = True
     node._out = SavedTensor(out, is_output=True) if need_out else None
