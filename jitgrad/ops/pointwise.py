@@ -310,7 +310,6 @@ def _fast_dtype(op, operands):
 
 
 _LOOP_MIN = _fuse.LOOP_MIN_ELEMENTS
-_FUSE_MIN = _fuse.FUSE_MIN_ELEMENTS
 _SMALL_DTYPES = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
 
 
@@ -540,9 +539,7 @@ def _record_elementwise(op, operands, out, kdt):
     node._mask = mask
     node._saved = tuple(saved)
     r = out._data
-    # _fusable_size, the host test first (it decides for every small host array)
-    node._shape = r.shape if r.dtype == kdt and (
-        r.size >= _FUSE_MIN or type(r) is not HOST_ARRAY and _fusable_size(r)) else None
+    node._shape = r.shape if r.dtype == kdt and _fusable_size(r) else None
     out.grad_fn = node
     out._rg = True
     node._out = SavedTensor(out, is_output=True) if need_out else None
