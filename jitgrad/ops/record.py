@@ -6,7 +6,7 @@ import numpy as np
 from .. import _state
 from .._dual import set_tangent
 from .._trace import TRACE
-from .._node import EMPTY_SAVED, Node, SavedTensor, edge_of
+from .._node import ARRAY_METAS, EMPTY_SAVED, Node, SavedTensor, array_meta, edge_of
 from ..tensor import Tensor
 
 
@@ -73,10 +73,13 @@ def record(name, inputs, outputs, backward, save=(), names=(), attrs=None):
         edges.append((t.grad_fn, t.output_nr) if t.grad_fn is not None else edge_of(t))
         if t._rg:
             d = t._data
-            metas.append((d.shape, d.dtype, type(d)))
+            m = (d.shape, d.dtype, type(d))
+            metas.append(ARRAY_METAS.get(m) or array_meta(m))
         else:
             metas.append(None)
-    node = (NODE_CLASSES.get(name) or node_class(name, FunctionNode))(tuple(edges), tuple(metas))
+    metas = tuple(metas)
+    node = (NODE_CLASSES.get(name) or node_class(name, FunctionNode))(
+        tuple(edges), ARRAY_METAS.get(metas) or array_meta(metas))
     node._bwd = backward
     node._nout = len(outputs)
     node._names = names
