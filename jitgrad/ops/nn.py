@@ -21,7 +21,7 @@ def _softmax_backward(node, g):
 
 
 def _softmax_grad(o, g, dim):
-    return o * (g - (g * o).sum(axis=dim, keepdims=True))
+    return o * (g - (g * o).sum(axis=dim if o.ndim else None, keepdims=True))
 
 
 def _shifted(x, dim, who):

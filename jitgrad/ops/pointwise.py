@@ -203,7 +203,7 @@ class ElementwiseNode(Node):
                         v = saved[j]
                         if type(v) is SavedTensor:
                             v = v.data(self)
-                            if v.dtype != kdt and v.dtype.kind != "b":
+                            if v.dtype != kdt and v.dtype.kind != "b":  # masks stay bool
                                 v = v.astype(kdt)  # e.g. a 0-d operand of another dtype
                         args.append(v)
                     if uses_out:
