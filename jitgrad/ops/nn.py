@@ -20,6 +20,12 @@ def _softmax_backward(node, g):
     return (out * (g - sum(g * out, dim, keepdim=True)),)
 
 
+def _softmax_array(x, dim):
+    z, ax = _shifted(x, dim, "softmax")
+    e = np.exp(z)
+    return e / e.sum(axis=ax, keepdims=True) if e.ndim else np.ones_like(e)
+
+
 def _softmax_grad(o, g, dim):
     return o * (g - (g * o).sum(axis=dim if o.ndim else None, keepdims=True))
 
@@ -56,11 +62,8 @@ def softmax(x, dim, dtype=None):
     if dtype is not None:
         x = x.to(dtype)
     out = _device_kernel(x, dim, False)
-    if out is None:
-        with np.errstate(invalid="ignore"):
-            z, ax = _shifted(x, dim, "softmax")
-            e = np.exp(z)
-            out = Tensor(e / e.sum(axis=ax, keepdims=True) if e.ndim else np.ones_like(e))
+    if out is None:  # quiet: kernels' error-state switch, 3 us less than np.errstate
+        out = Tensor(quiet(_softmax_array, x, dim))
     return softmax.op.emit(out, (x,), (wrap_dim(dim, x._data.ndim),), (out,))
 
 
