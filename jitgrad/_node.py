@@ -217,6 +217,22 @@ def move_retain_grad(t, old, old_nr):
             node._retain[t.output_nr] = weakref.ref(t)
 
 
+# The (shape, dtype, array type) tuples that nodes keep per input, and the tuples of
+# them a node keeps, one shared tuple per value: a graph keeps them as long as it
+# lives, and a shared one is no new object for the garbage collector to count (W7 in
+# asv_bench/workloads.py spent a third of its step in collections driven by the
+# graph's objects). Bounded, as the fusion plan cache.
+ARRAY_METAS = {}
+
+
+def array_meta(key):
+    """The shared tuple equal to `key`: call as `ARRAY_METAS.get(key) or array_meta(key)`."""
+    if len(ARRAY_METAS) >= 1024:
+        ARRAY_METAS.clear()
+    ARRAY_METAS[key] = key
+    return key
+
+
 def count_dependencies(roots):
     """(deps, seen): for each node below `roots`, how many edges point at it."""
     deps, seen, stack = {}, set(roots), list(roots)
@@ -271,16 +287,20 @@ class SavedTensor:
     With saved-tensor hooks active, the pack hook's result is kept instead of
     the data, and the unpack hook gives the tensor back (no version check, as
     torch: the hooks own the value)."""
-    __slots__ = ("_data", "_tensor", "_vc", "_version", "_meta", "_packed", "_mutation")
+    # What unpack rebuilds (the grad_fn of an input, its output_nr and requires_grad,
+    # an output's tangent, a leaf input's accumulator) sits in slots, not in a tuple:
+    # one tracked object less per saved tensor for the collector to count and walk.
+    __slots__ = ("_data", "_tensor", "_vc", "_version", "_packed", "_mutation", "_grad_fn",
+                 "_output_nr", "_rg", "_fw", "_is_output", "_accum")
 
     def __init__(self, t, is_output=False):
         if t._inference:
             raise RuntimeError(INFERENCE_SAVE_MESSAGE)
         self._packed = self._mutation = None
-        # (grad_fn of an input, output_nr, requires_grad, tangent of an output,
-        #  is_output, accumulator of a leaf input)
-        self._meta = (t.grad_fn if not is_output else None, t.output_nr, t._rg,
-                      t._fw if is_output else None, is_output, None if is_output else t._accum)
+        self._grad_fn = None if is_output else t.grad_fn
+        self._output_nr, self._rg, self._is_output = t.output_nr, t._rg, is_output
+        self._fw = t._fw if is_output else None
+        self._accum = None if is_output else t._accum
         if _state.local.inplace_target is t:
             # The op overwrites this very tensor: keep the old values, no version check.
             self._data, self._vc, self._version = t._data.copy(), None, 0
@@ -326,7 +346,7 @@ class SavedTensor:
         """The saved array for a backward formula, checked against in-place changes."""
         d = self._checked(node)
         t = self._tensor
-        if t is not None and t.grad_fn is None and self._meta[0] is not None:
+        if t is not None and t.grad_fn is None and self._grad_fn is not None:
             # a saved non-leaf input lost its history to detach_(): as torch, refuse
             raise RuntimeError(DETACHED_MESSAGE)
         return d
@@ -365,14 +385,14 @@ class SavedTensor:
         t = Tensor(d)
         if self._vc is not None:
             t._vc = self._vc
-        grad_fn, output_nr, rg, tangent, is_output, accum = self._meta
-        if is_output and rg:
+        grad_fn, rg = self._grad_fn, self._rg
+        if self._is_output and rg:
             grad_fn = node  # a saved output: its grad_fn is the node that saved it
-        t.grad_fn, t.output_nr, t._rg = grad_fn, output_nr, rg
-        if accum is not None and grad_fn is None:
-            t._accum = accum  # a saved leaf (through hooks): gradients reach the same leaf
-        if tangent is not None and _state.fw_level[0] is not None:
-            set_tangent(t, tangent)
+        t.grad_fn, t.output_nr, t._rg = grad_fn, self._output_nr, rg
+        if self._accum is not None and grad_fn is None:
+            t._accum = self._accum  # a saved leaf (through hooks): gradients reach the same leaf
+        if self._fw is not None and _state.fw_level[0] is not None:
+            set_tangent(t, self._fw)
         return t
 
     def rebind(self, t):
@@ -392,7 +412,7 @@ class SavedTensor:
         self._data = self._tensor = self._packed = None
 
     def _raise_version(self, node):
-        grad_fn, output_nr = self._meta[:2]
+        grad_fn, output_nr = self._grad_fn, self._output_nr
         owner = grad_fn if grad_fn is not None else (node if self._tensor is None else None)
         which = (f", which is output {output_nr} of {owner.name()}," if owner is not None else "")
         raise RuntimeError(

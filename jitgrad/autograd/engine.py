@@ -197,6 +197,10 @@ def _tensor_path():
 def _add(a, b):
     if _tensor_path():
         return a + b
+    return _array_add(a, b)
+
+
+def _array_add(a, b):
     return Tensor(quiet(np.add, a._data, b._data))  # inf + -inf is nan, quietly (as torch)
 
 
@@ -297,6 +301,8 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
     heapq.heapify(heap)
 
     local = _state.local
+    # gradients that meet are summed as the engine's own gradients are made
+    add = _add if create_graph or _state.fw_level[0] is not None else _array_add
     prev_grad_mode = local.grad_enabled
     local.grad_enabled = create_graph
     local.graph_tasks = local.graph_tasks + (GraphTask(seen, needed),)
@@ -374,7 +380,7 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                     elif len(buf) <= nr:
                         buf.extend([None] * (nr + 1 - len(buf)))
                     prev = buf[nr]
-                    buf[nr] = g if prev is None else _add(prev, g)
+                    buf[nr] = g if prev is None else add(prev, g)
                 if owner is not None and nxt in owner:
                     group = owner[nxt]
                     group.pending -= 1

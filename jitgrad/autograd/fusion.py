@@ -71,7 +71,9 @@ def plan(nodes, deps, roots, excluded):
     The grouping (which nodes, by their place in the graph) is cached under the
     graph's structural signature; each call builds fresh FusedGroups over this
     graph's own nodes. Graphs with fewer than two fusable nodes are not planned."""
-    ok = {c for c in nodes if _fusable(c)}
+    # (the first two tests inline: most nodes of a small-op graph fail them)
+    ok = {c for c in nodes if c.__class__.__base__ is ElementwiseNode and c._shape is not None
+          and _fusable(c)}
     if excluded:
         ok -= excluded
     if len(ok) < 2:

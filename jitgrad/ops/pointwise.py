@@ -16,7 +16,7 @@ from .._trace import TRACE
 from .. import dtypes as _dt
 from ..backend import HOST_ARRAY
 from .._dual import set_tangent
-from .._node import Node, SavedTensor, edge_of
+from .._node import ARRAY_METAS, Node, SavedTensor, array_meta, edge_of
 from ..kernels import cpu as _cpu
 from ..kernels import fuse as _fuse
 from ..kernels import pool as _pool
@@ -201,9 +201,14 @@ class ElementwiseNode(Node):
                     args = [garr]
                     for j in idx:
                         v = saved[j]
-                        args.append(v.data(self) if type(v) is SavedTensor else v)
+                        if type(v) is SavedTensor:
+                            v = v.data(self)
+                            if v.dtype != kdt and v.dtype.kind != "b":  # masks stay bool
+                                v = v.astype(kdt)  # e.g. a 0-d operand of another dtype
+                        args.append(v)
                     if uses_out:
-                        args.append(self._out.data(self))
+                        v = self._out.data(self)
+                        args.append(v if v.dtype == kdt else v.astype(kdt))  # float16 out
                     r = fn(*args)
                     if type(r) is not HOST_ARRAY and not backend.is_array(r):  # a numpy scalar
                         r = np.asarray(r)
@@ -317,7 +322,8 @@ def call(op, *operands, out_arr=None):
         # The small-op path: host arrays below the loop-kernel size, of one float32 or
         # float64 dtype (Python numbers allowed), forward AD off. Straight to the ufunc.
         kdt = None
-        rg = False
+        rg = scalars = False
+        arrays = []
         for v in operands:
             if type(v) is Tensor:
                 d = v._data
@@ -326,11 +332,17 @@ def call(op, *operands, out_arr=None):
                     break
                 kdt = d.dtype
                 rg = rg or v._rg
-            elif type(v) is not float and type(v) is not int:
+                arrays.append(d)
+            elif type(v) is float or type(v) is int:
+                scalars = True
+                arrays.append(v)
+            else:
                 break
         else:
             if kdt in _SMALL_DTYPES:
-                return _small_call(op, kdt, operands, rg)
+                if scalars:  # as kernel operands of the kernel's dtype
+                    arrays = [kdt.type(v) if type(v) is not HOST_ARRAY else v for v in arrays]
+                return _small_call(op, kdt, operands, arrays, rg)
     kdt = _fast_dtype(op, operands)
     res_dt = kdt
     rg = False
@@ -375,8 +387,7 @@ def call(op, *operands, out_arr=None):
     return out
 
 
-def _small_call(op, kdt, operands, rg):
-    arrays = [v._data if type(v) is Tensor else kdt.type(v) for v in operands]
+def _small_call(op, kdt, operands, arrays, rg):
     kernel = op._fwd.get(kdt) or op.forward_kernel(kdt)
     token = ERRSTATE.set(QUIET)
     try:
@@ -497,20 +508,27 @@ def _fusable_size(r):
     return r.size >= _fuse.FUSE_MIN_ELEMENTS or not backend.is_host(r)
 
 
+# A node's saved operands when it saves none and every operand is a tensor: shared,
+# as ARRAY_METAS's tuples are.
+NO_SAVED = {}
+
+
 def _record_elementwise(op, operands, out, kdt):
     """Make `out`'s ElementwiseNode, if an operand that requires grad has a partial."""
     partials = op.partials
     mask = tensors = 0
     bit = 1
+    i = 0
     edges, metas, saved = [], [], []
     for v in operands:
         if isinstance(v, Tensor):
             tensors |= bit
-            edges.append(edge_of(v))
-            d = v._data
-            if v._rg and partials[bit.bit_length() - 1] is not None:
+            edges.append((v.grad_fn, v.output_nr) if v.grad_fn is not None else edge_of(v))
+            if v._rg and partials[i] is not None:
                 mask |= bit
-                metas.append((d.shape, d.dtype, type(d)))
+                d = v._data
+                m = (d.shape, d.dtype, type(d))
+                metas.append(ARRAY_METAS.get(m) or array_meta(m))
             else:
                 metas.append(None)
             saved.append(None)
@@ -519,6 +537,7 @@ def _record_elementwise(op, operands, out, kdt):
             metas.append(None)
             saved.append(v)
         bit <<= 1
+        i += 1
     if not mask:
         return
     cls, saves, need_out = op._recording.get((mask, tensors)) or op.recording(mask, tensors)
@@ -526,11 +545,14 @@ def _record_elementwise(op, operands, out, kdt):
         saved[i] = SavedTensor(operands[i])
     # Tuples: the garbage collector stops tracking one that holds no objects (the
     # metadata; `saved` of an op that saves nothing), and a graph stays in memory.
-    node = cls(tuple(edges), tuple(metas))
+    metas = tuple(metas)
+    node = cls(tuple(edges), ARRAY_METAS.get(metas) or array_meta(metas))
     node._op = op
     node._kdt = kdt
     node._mask = mask
-    node._saved = tuple(saved)
+    all_tensors = tensors == (1 << op.n_args) - 1
+    node._saved = tuple(saved) if saves or not all_tensors else (
+        NO_SAVED.get(op.n_args) or NO_SAVED.setdefault(op.n_args, tuple(saved)))
     r = out._data
     node._shape = r.shape if r.dtype == kdt and _fusable_size(r) else None
     out.grad_fn = node

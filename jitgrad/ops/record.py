@@ -5,7 +5,8 @@ import numpy as np
 
 from .. import _state
 from .._dual import set_tangent
-from .._node import EMPTY_SAVED, Node, SavedTensor, edge_of
+from .._trace import TRACE
+from .._node import ARRAY_METAS, EMPTY_SAVED, Node, SavedTensor, array_meta, edge_of
 from ..tensor import Tensor
 
 
@@ -50,10 +51,6 @@ def saved_attribute(node, name, names, saved):
     raise AttributeError(f"'{type(node).__name__}' object has no attribute '{name}'")
 
 
-def meta(t):
-    return (t._data.shape, t._data.dtype, type(t._data)) if isinstance(t, Tensor) and t._rg else None
-
-
 def record(name, inputs, outputs, backward, save=(), names=(), attrs=None):
     """Attach a FunctionNode to `outputs` if grad mode is on and an input needs grad.
 
@@ -66,21 +63,57 @@ def record(name, inputs, outputs, backward, save=(), names=(), attrs=None):
             break
     else:
         return
-    node = node_class(name, FunctionNode)(
-        tuple(edge_of(t) if t is not None else (None, 0) for t in inputs),
-        tuple(meta(t) for t in inputs))
+    # plain loops: this runs for every recorded op, and generator expressions cost more
+    edges, metas = [], []
+    for t in inputs:
+        if t is None:
+            edges.append((None, 0))
+            metas.append(None)
+            continue
+        edges.append((t.grad_fn, t.output_nr) if t.grad_fn is not None else edge_of(t))
+        if t._rg:
+            d = t._data
+            m = (d.shape, d.dtype, type(d))
+            metas.append(ARRAY_METAS.get(m) or array_meta(m))
+        else:
+            metas.append(None)
+    metas = tuple(metas)
+    node = (NODE_CLASSES.get(name) or node_class(name, FunctionNode))(
+        tuple(edges), ARRAY_METAS.get(metas) or array_meta(metas))
     node._bwd = backward
     node._nout = len(outputs)
     node._names = names
     node._attrs = attrs
-    for i, o in enumerate(outputs):
+    i = 0
+    for o in outputs:
         o.grad_fn, o.output_nr, o._rg = node, i, True
+        i += 1
     # after wiring: a saved output must remember that it requires grad
-    node._saved = tuple(SavedTensor(s, is_output=any(s is o for o in outputs)) if s is not None
-                        else None for s in save)
+    if save:
+        saved = []
+        for s in save:
+            if s is None:
+                saved.append(None)
+                continue
+            is_output = False
+            for o in outputs:
+                if s is o:
+                    is_output = True
+                    break
+            saved.append(SavedTensor(s, is_output))
+        node._saved = tuple(saved)
+    else:
+        node._saved = ()
 
 
 FW = _state.fw_level
+
+
+def records_nothing():
+    """Whether ops run now would record nothing: grad mode off, forward AD off and
+    no jitgrad.compile trace (a backward without create_graph). A backward rule may
+    then work on arrays, skipping the ops' dispatch."""
+    return not _state.local.grad_enabled and FW[0] is None and TRACE[0] is None
 
 
 def jvp(outputs, inputs, rule):

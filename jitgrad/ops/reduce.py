@@ -7,6 +7,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..tensor import Tensor, wrap_dim, asarray, ascontiguous
 from . import formulas as E
+from .record import records_nothing
 from .registry import Arg, Dims, Sample, op
 from .indexing import gather, scatter_add_zeros
 from .views import expand, flip, reshape, unsqueeze
@@ -31,6 +32,18 @@ def _kept_shape(shape, axes):
 
 def _unreduce(g, shape, axes, keepdim):
     """Broadcast a reduced gradient back to the input's shape."""
+    if records_nothing():  # the reshape and expand below would only add dispatch
+        arr = g._data
+        if not keepdim and axes:
+            arr = arr.reshape(_kept_shape(shape, axes))
+        if arr.shape == shape:
+            return Tensor(arr)
+        if type(arr) is np.ndarray and arr.size == 1 and arr.flags.c_contiguous:
+            # np.broadcast_to costs 10x more: a full reduction's gradient is one value
+            out = np.ndarray(shape, arr.dtype, arr, 0, (0,) * len(shape))
+            out.flags.writeable = False  # as broadcast_to's (each element is the same memory)
+            return Tensor(out)
+        return Tensor(np.broadcast_to(arr, shape))
     if not keepdim and axes:
         g = reshape(g, _kept_shape(shape, axes))
     return expand(g, shape)

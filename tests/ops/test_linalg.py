@@ -1,4 +1,5 @@
 """ops/linalg.py against torch beyond the registry samples: cdist's p and errors."""
+import numpy as np
 import pytest
 
 import helpers
@@ -30,3 +31,18 @@ def test_cdist_needs_the_same_columns():
 ])
 def test_scaled_products_match_torch(call):
     same_as_torch(call)
+
+
+def test_matrix_vector_backward_as_torch_mv():
+    """x @ v of a matrix and a vector: torch's mv rule, differentiable twice."""
+    torch = helpers.require_torch()
+    rng = np.random.default_rng(2)
+    a, b, v = rng.standard_normal((5, 4)), rng.standard_normal(4), rng.standard_normal(4)
+    res = []
+    for lib in (jitgrad, torch):
+        A, B = lib.tensor(a, requires_grad=True), lib.tensor(b, requires_grad=True)
+        ga, gb = lib.autograd.grad(lib.tanh(A @ B).sum(), (A, B), create_graph=True)
+        hv = lib.autograd.grad((gb * lib.tensor(v)).sum() + (ga * ga).sum(), (A, B))
+        res.append([t.detach().numpy() for t in (ga, gb) + hv])
+    for j, t in zip(*res):
+        np.testing.assert_allclose(j, t, rtol=1e-10)

@@ -10,7 +10,7 @@ import jitgrad
 from jitgrad.kernels import fuse
 from jitgrad.ops import pointwise
 
-from helpers import torch
+from helpers import torch, torch_elementwise
 
 BIG = fuse.LOOP_MIN_ELEMENTS  # from here on the general path (loop kernels) runs
 
@@ -102,3 +102,34 @@ def test_saved_operands_as_torch():
     assert w.grad_fn._saved_other == 2.5
     tx = torch.tensor([1.0, 2.0], requires_grad=True)
     assert len((tx * 2.5).grad_fn.next_functions) == len(w.grad_fn.next_functions)
+
+
+# Binary ops of two tensor operands; a 0-d operand of another float dtype does not
+# take part in promotion, so the kernel runs in the other operand's dtype.
+_BINARY = [name for name, op in jitgrad.ops.registry.REGISTRY.items()
+           if op.n_args == 2 and op.differentiable and not op.bool_args and not op.scalars
+           and name not in ("fill", "copy")]
+
+
+@pytest.mark.skipif(torch is None, reason="needs torch")
+@pytest.mark.parametrize("name", _BINARY)
+@pytest.mark.parametrize("dtypes", [("float32", "float64"), ("float64", "float32"),
+                                    ("float16", "float64"), ("float32", "float16")])
+@pytest.mark.parametrize("zero_dim_first", [False, True])
+def test_zero_dim_operand_of_another_dtype_as_torch(name, dtypes, zero_dim_first):
+    op = jitgrad.ops.registry.REGISTRY[name]
+    lo, hi = op.domain
+    vec = np.linspace(lo, hi, 5) + 0.01  # off the kinks of minimum/maximum
+    scalar = np.float64((lo + hi) / 3)
+    results = []
+    for lib, fn in ((jitgrad, op.function), (torch, torch_elementwise(name))):
+        v = lib.tensor(vec, dtype=getattr(lib, dtypes[0]), requires_grad=True)
+        s = lib.tensor(scalar, dtype=getattr(lib, dtypes[1]), requires_grad=True)
+        out = fn(s, v) if zero_dim_first else fn(v, s)
+        out.sum().backward()
+        results.append([(str(t.dtype).rsplit(".", 1)[-1], t.detach().double().numpy())
+                        for t in (out, v.grad, s.grad)])
+    for (jdt, jval), (tdt, tval) in zip(*results):
+        assert jdt == tdt
+        np.testing.assert_allclose(jval, tval, rtol=2e-2 if "float16" in dtypes else 1e-5,
+                                   atol=1e-3 if "float16" in dtypes else 1e-6)
