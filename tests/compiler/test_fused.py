@@ -61,7 +61,7 @@ def test_w1_compiled_equals_eager_and_runs_fused():
     run = next(s for s, _ in e.program.forward_tape.steps if isinstance(s, fused.Run))
     launches = [s for s in run.steps if isinstance(s, fused.Launch)]
     assert len(launches) == 1
-    assert launches[0].stores == [] and launches[0].array_slots == [0]
+    assert launches[0].stores == [] and launches[0].input_slots() == [0]
 
 
 def test_kernels_built_in_the_background_take_over_from_the_python_tier():
@@ -116,7 +116,7 @@ def test_a_gradient_that_depends_on_the_loss_takes_two_passes():
     run = next(s for s, _ in e.program.forward_tape.steps if isinstance(s, fused.Run))
     assert sum(isinstance(s, fused.Launch) for s in run.steps) == 2
     # the second pass recomputes tanh from x instead of reading a saved array
-    assert all(s.array_slots == [0] for s in run.steps if isinstance(s, fused.Launch))
+    assert all(s.input_slots() == [0] for s in run.steps if isinstance(s, fused.Launch))
 
 
 def test_long_chains_split_into_kernels_of_bounded_size(monkeypatch):
@@ -134,8 +134,8 @@ def test_long_chains_split_into_kernels_of_bounded_size(monkeypatch):
     run = next(s for s, _ in e.program.forward_tape.steps if isinstance(s, fused.Run))
     launches = [s for s in run.steps if isinstance(s, fused.Launch)]
     assert len(launches) > 2
-    assert all(sum(fused.op_cost(op) for op, _ in s.ops) <= 9 for s in launches)
-    assert any(not to_env for s in launches for _, to_env in s.stores)  # temporaries
+    assert all(sum(fused.op_cost(op) for op in s.ops) <= 9 for s in launches)
+    assert any(not to_env for s in launches for _, _, to_env in s.stores)  # temporaries
 
 
 def test_returned_intermediates_parameters_views_and_two_shapes():
@@ -285,12 +285,13 @@ def test_kernels_check_their_operands_lengths():
     kernel = launch.kernel(("=",))
     a = np.zeros(N, np.float32)
     scalars = [np.float32(1)] * len(launch.scalars)
-    nb = (N + fused.BLOCK - 1) // fused.BLOCK
+    nb = launch.nb
+    head = (N, launch.width, launch.per_block)
     out, parts = np.empty(N, np.float32), np.empty(nb)
-    kernel(N, 0, nb, a, *scalars, out, parts)  # the right lengths run
+    kernel(*head, 0, nb, a, *scalars, out, parts)  # the right lengths run
     with pytest.raises(ValueError, match="must have n elements"):
-        kernel(N, 0, nb, a[:-1], *scalars, out, parts)
+        kernel(*head, 0, nb, a[:-1], *scalars, out, parts)
     with pytest.raises(ValueError, match="must have n elements"):
-        kernel(N, 0, nb, a, *scalars, out, parts[:-1])
+        kernel(*head, 0, nb, a, *scalars, out, parts[:-1])
     with pytest.raises(ValueError, match="out of range"):
-        kernel(N, 0, nb + 1, a, *scalars, out, parts)
+        kernel(*head, 0, nb + 1, a, *scalars, out, parts)
