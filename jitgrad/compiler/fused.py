@@ -404,13 +404,16 @@ class Run:
             self._add(launch)
 
     def _plan_rows(self, key, want, need):
-        """One kernel over rows: per row, a loop over its elements for each pass (a row
+        """Kernels over rows: per row, a loop over its elements for each pass (a row
         reduction's result is known after the loop computing it, and the per-row values
         made from it before the next loop). Values computed in one loop and read in a
-        later one are computed again there: a row stays in the cache."""
+        later one are computed again there: a row stays in the cache. A kernel ends
+        between passes where the next would take its cost past MAX_COST; the per-row
+        values a later kernel reads are stored (one number per row)."""
+        nodes = self.nodes
         pas = {}
         for s in need:
-            kind, _, refs, _ = self.nodes[s]
+            kind, _, refs, _ = nodes[s]
             p = max([pas.get(r[1], 0) for r in refs if r[0] in "vr"], default=0)
             pas[s] = p + 1 if kind == "rred" else p
         loops = {}  # pass -> work in its loop
@@ -421,17 +424,35 @@ class Run:
             else:
                 loops.setdefault(pas.get(w[1][1], 0) if w[1][0] in "vr" else 0, []).append(w)
         for s in need:
-            if self.nodes[s][0] == "rred":
-                loops.setdefault(pas[s] - 1, []).append(("rred", self.nodes[s][2][0], s))
-        launch = Launch(key, rows=True)
+            if nodes[s][0] == "rred":
+                loops.setdefault(pas[s] - 1, []).append(("rred", nodes[s][2][0], s))
+        # pass p: its per-row ops, its loop, then the sums of the row reductions it filled
+        units = []
         for p in range(max(list(loops) + list(pas.values()), default=0) + 1):
-            for s in need:
-                if pas[s] == p and self.nodes[s][0] != "ew":
-                    launch.row_value(s, self.nodes[s], rowwork.get(s, ()))
             work = loops.get(p, ())
-            full = self._needed([w[1] for w in work], key, within=("ew",))
+            full = self._needed([w[1] for w in work], key, within=("ew",)) if work else []
+            ops = [s for s in need if pas[s] == p and nodes[s][0] == "rew"]
+            sums = [s for s in need if pas[s] == p + 1 and nodes[s][0] == "rred"]
+            reads = {r[1] for s in ops + full for r in nodes[s][2] if r[0] == "r"}
+            reads |= {w[1][1] for w in work if w[1][0] == "r"}
+            cost = sum(op_cost(nodes[s][1]) for s in ops + full)
+            units.append((ops, full, work, sums, reads, cost))
+        launch = Launch(key, rows=True)
+        for p, (ops, full, work, sums, _, cost) in enumerate(units):
+            spent = sum(op_cost(op) for op in launch.ops)
+            if spent and spent + cost > MAX_COST:
+                later = set().union(*(u[4] for u in units[p:]))
+                for s in sorted(later, key=self.order.__getitem__):
+                    if ("r", s) in launch.names and launch.names[("r", s)] == f"w{s}":
+                        launch.store_row(s, to_env=False)
+                self._add(launch)
+                launch = Launch(key, rows=True)
+            for s in ops:
+                launch.row_value(s, nodes[s], rowwork.get(s, ()))
             if work:
-                launch.loop([(s, self.nodes[s]) for s in full], work)
+                launch.loop([(s, nodes[s]) for s in full], work)
+            for s in sums:
+                launch.row_value(s, nodes[s], rowwork.get(s, ()))
         self._add(launch)
 
     def _add(self, launch):
@@ -546,8 +567,11 @@ class Launch:
             self.body.append(self._op_line(var, op, refs, self._row_name))
         self.names[("r", s)] = var
         for _ in stores:
-            self.stores.append((s, "r", True))
-            self.body.append(f"q{len(self.stores) - 1}[row] = {var}")
+            self.store_row(s, to_env=True)
+
+    def store_row(self, s, to_env):
+        self.stores.append((s, "r", to_env))
+        self.body.append(f"q{len(self.stores) - 1}[row] = w{s}")
 
     def _row_name(self, r):
         if r[0] == "r" and r not in self.names:  # a per-row input: read once per row
