@@ -195,6 +195,12 @@ def test_forward_only_capture_runs_its_backward_fused_too():
     assert fused_count(e, "backward") > 0 and fused_count(e) > 0
 
 
+def backward_of_the_last(values):
+    loss = sum(v.sum() for v in values[-3:]) * 1e-3
+    loss.backward()
+    return loss
+
+
 def random_step(seed):
     """A random graph over two large leaves and a 0-d one: unary and binary
     elementwise ops, Python numbers, fan-out, and reductions whose results flow
@@ -218,9 +224,7 @@ def random_step(seed):
                 values.append(c * (a.mean() * 0.1).tanh())
             else:
                 values.append(binary[b](a, c))
-        loss = sum(v.sum() for v in values[-3:]) * 1e-3
-        loss.backward()
-        return loss
+        return backward_of_the_last(values)
     return step
 
 
@@ -403,9 +407,7 @@ def random_row_step(seed):
                 values.append(a * (w if flag else w.cos()))
             else:             # a column sum, read back by a later pass
                 values.append(c * (a.sum(0) * 0.01).tanh())
-        loss = sum(v.sum() for v in values[-3:]) * 1e-3
-        loss.backward()
-        return loss
+        return backward_of_the_last(values)
     return step
 
 
@@ -427,3 +429,30 @@ def test_kernels_over_rows_split_between_passes_past_the_cost_bound(monkeypatch)
     # what a later kernel reads of an earlier one's is one number per row
     assert all(layout == "r" and not to_env for s in launches for _, layout, to_env in s.stores)
     assert any(s.stores for s in launches)
+
+
+def test_the_trace_frees_what_eager_mode_frees():
+    """The first call runs the step eagerly while recording: it keeps no intermediate
+    alive that eager mode would free, and the backward's derivatives build no graph."""
+    def peak(fn, x):
+        x.grad = None
+        tracemalloc.start()
+        try:
+            base = tracemalloc.get_traced_memory()[0]
+            fn(x)
+            return tracemalloc.get_traced_memory()[1] - base
+        finally:
+            tracemalloc.stop()
+    x = jitgrad.tensor(leaves("trace-memory", [1_000_000])[0], requires_grad=True)
+    eager = peak(w1, x)
+    traced = peak(jitgrad.compile(w1), x)
+    # eager mode holds about 10 arrays of x's size at its peak; keeping the trace's
+    # intermediates would take 40
+    assert traced < 1.5 * eager, (traced, eager)
+
+
+def test_a_traced_backward_frees_the_graph_as_eager_mode_does():
+    x = jitgrad.tensor(leaves("trace-freed", [N])[0], requires_grad=True)
+    loss = jitgrad.compile(w1)(x)   # the trace: backward() ran inside, graph freed
+    with pytest.raises(RuntimeError, match="second time"):
+        loss.backward()
