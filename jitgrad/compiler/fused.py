@@ -3,24 +3,31 @@ generated loop kernels, forward and backward together.
 
 It claims runs of consecutive instructions over CPU float arrays with more
 than program.SMALL_ELEMENTS elements: elementwise ops (other operands Python
-numbers or size-1 tensors), full reductions, `accumulate_grad` into a leaf,
-and the size-1 glue between them (`ones_like` of the loss, `reshape`/`expand`
-of a 0-d gradient, 0-d arithmetic). Inside a run a large value is an
-expression of the run's inputs, computed per element in registers and stored
-only when an instruction after the run reads it. A value is recomputed
-wherever it is needed instead of saved: the forward values that the backward
-reads cost a few flops per element again, not an array each. W1's step is
-one pass that reads x, adds up the loss and writes x.grad.
+numbers, size-1 tensors, or values broadcast per row or per column), sums and
+means (over everything, over the last dim, over all but the last), `accumulate_grad`
+into a leaf, and the small glue between them (`ones_like` of the loss,
+`reshape`/`expand` of a 0-d gradient, 0-d arithmetic, a small gradient's
+accumulation). Inside a run a large value is an expression of the run's
+inputs, computed per element in registers and stored only when an instruction
+after the run reads it. A value is recomputed wherever it is needed instead of
+saved: the forward values that the backward reads cost a few flops per element
+again, not an array each. W1's step is one pass that reads x, adds up the loss
+and writes x.grad.
 
-A reduction's result is known only after the loop that computes it, so each
-value of a run gets a level (a reduction's is one more than its input's)
-and each level is one kernel, run in order; the size-1 glue of a level runs
-in Python before it (arrays of several shapes: a kernel per shape and level).
-A kernel's ops cost at most MAX_COST (see op_cost), which bounds its compile
-time; a larger level is split in instruction order, and the values a later
-piece reads are stored in pooled temporaries. Kernels are serial loops over
-blocks of elements that release the GIL; _spread shares the blocks out
-between threads.
+A full or column reduction's result is known only after the loop over all
+elements, so each value of a run gets a level (such a reduction's is one more
+than its input's) and each level is one kernel, run in order; the glue of a
+level runs in Python before it (arrays of several shapes: a kernel per shape
+and level). A row reduction (the last dim, kept) stays inside the kernel,
+which then loops over rows: per row, a loop over its elements per pass, the
+per-row values between loops (see Run._plan_rows); a flat kernel is the same
+loop nest with blocks of BLOCK elements as its rows. A kernel's ops cost at
+most MAX_COST (see op_cost), which bounds its compile time; a larger level is
+split in instruction order (over rows: between passes, so one pass over the
+bound stays one kernel), and the values a later piece reads are stored in
+pooled temporaries. Kernels are serial loops
+over blocks that release the GIL; _spread shares the blocks out between
+threads.
 """
 import ast
 import os
