@@ -28,15 +28,12 @@ import numpy as np  # noqa: E402
 
 import workloads  # noqa: E402
 
+from jitgrad.compiler.fused import SUM_SOURCE  # noqa: E402
+
 ROW_BLOCKS = 64
-
-
-@numba.njit(fastmath={"reassoc"}, nogil=True, error_model="numpy")
-def _sum(a, m):
-    s = 0.0
-    for k in range(m):
-        s += a[k]
-    return s
+_namespace = {"numba": numba}
+exec(SUM_SOURCE, _namespace)
+_sum = _namespace["_sum"]  # the row sum jitgrad's kernels use: both add up alike
 
 
 @numba.njit(parallel=True, nogil=True, error_model="numpy")
