@@ -194,23 +194,24 @@ def _over_blocks(c, work):
         return list(pool.map(work, shares))
 
 
-def _conv_array(x, w, geom):
+def _conv_array(x, w, bias, geom):
     c = _Columns(geom, x.shape, w.shape, x.dtype, x)
     x4 = x.reshape(geom.as4d(x.shape))
     w2 = w.reshape(c.G, c.Og, c.Cg * c.T)
-    out = np.empty((c.N, c.G, c.Og, c.L), x.dtype, like=x)
+    out = np.empty((c.N, c.O, c.OH, c.OW), x.dtype, like=x)
+    bias = 0 if bias is None else bias.reshape(-1, 1, 1)
 
     def work(blocks):
         xp, cols = c.padded(c.B), np.empty((c.B, c.C, c.T, c.L), x.dtype, like=x)
+        prod = np.empty((c.B, c.G, c.Og, c.L), x.dtype, like=x)
         for blk in blocks:
             b = blk.stop - blk.start
             c.interior(xp[:b])[...] = x4[blk]  # the borders stay zero from block to block
-            _product(w2, c.columns(xp[:b], cols[:b]), out[blk], c.host)
+            _product(w2, c.columns(xp[:b], cols[:b]), prod[:b], c.host)
+            # drops the extra columns and adds the bias in one pass over the block
+            np.add(prod[:b].reshape(b, c.O, c.OH, c.row)[..., :c.OW], bias, out=out[blk])
 
     _over_blocks(c, work)
-    out = out.reshape(c.N, c.O, c.OH, c.row)
-    if c.row != c.OW:
-        out = np.ascontiguousarray(out[..., :c.OW])
     return out.reshape(geom.out_shape(x.shape, w.shape))
 
 
@@ -329,10 +330,7 @@ def _convolution_backward(node, g):
 def convolution(x, w, bias, geom):
     """The convolution of x (N, C, *spatial) or (C, *spatial) with w (O, C / groups,
     *kernel), plus bias (O,) if given; arguments checked by the caller (nn.functional)."""
-    out = _conv_array(x._data, w._data, geom)
-    if bias is not None:
-        out += bias._data.reshape((-1,) + (1,) * geom.spatial)
-    out = Tensor(out)
+    out = Tensor(_conv_array(x._data, w._data, None if bias is None else bias._data, geom))
     return convolution.op.emit(out, (x, w, bias), (geom, bias is not None), (x, w))
 
 
