@@ -26,7 +26,7 @@ except ImportError:  # optional: without it the blocks run on one thread
 
 from .. import _state, backend
 from ..kernels import threads
-from ..tensor import Tensor
+from ..tensor import Tensor, ascontiguous
 from .creation import zeros_like
 from .join import stack
 from .reduce import sum
@@ -147,7 +147,7 @@ class _Columns:
         (b, O, OH, row), whose dropped columns stay zero."""
         b = blk.stop - blk.start
         if self.row == self.OW:
-            return np.ascontiguousarray(g4[blk]).reshape(b, self.G, self.Og, self.L)
+            return ascontiguous(g4[blk]).reshape(b, self.G, self.Og, self.L)
         buffer[:b, ..., :self.OW] = g4[blk]
         return buffer[:b].reshape(b, self.G, self.Og, self.L)
 
@@ -218,7 +218,7 @@ def _conv_array(x, w, bias, geom):
 def _input_grad_array(g, w, geom, xshape):
     c = _Columns(geom, xshape, w.shape, g.dtype, g)
     g4 = g.reshape(geom.as4d(g.shape))
-    w2t = np.ascontiguousarray(w.reshape(c.G, c.Og, c.Cg * c.T).swapaxes(1, 2))
+    w2t = ascontiguous(np.swapaxes(w.reshape(c.G, c.Og, c.Cg * c.T), 1, 2))
     gx = np.empty((c.N, c.C, c.H, c.W), g.dtype, like=g)
 
     def work(blocks):
@@ -251,7 +251,7 @@ def _weight_grad_array(x, g, geom, wshape):
         for blk in blocks:
             b = blk.stop - blk.start
             c.interior(xp[:b])[...] = x4[blk]
-            _product(c.positions(g4, blk, gq), c.columns(xp[:b], cols[:b]).swapaxes(-1, -2), part[:b],
+            _product(c.positions(g4, blk, gq), np.swapaxes(c.columns(xp[:b], cols[:b]), -1, -2), part[:b],
                      c.host)
             gw += part[:b].sum(0)
         return gw

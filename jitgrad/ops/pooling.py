@@ -83,9 +83,9 @@ def _argmax_indices(x4, k, s, p, d, out):
               & ((cols >= 0) & (cols < W))[None, :, None, :]).reshape(len(taps), 1, 1, oh, ow)
     device = backend.of(x4).name
     inside = backend.move(inside, device)
-    best = np.argmax(inside & (windows == windows.max(axis=0)), axis=0)
+    best = np.argmax(np.logical_and(inside, windows == windows.max(axis=0)), axis=0)
     if x4.dtype.kind == "f":
-        nan = inside & np.isnan(windows)
+        nan = np.logical_and(inside, np.isnan(windows))
         last_nan = len(taps) - 1 - np.argmax(np.flip(nan, 0), axis=0)
         best = np.where(nan.any(axis=0), last_nan, best)
     tap_offset = np.array([i * dh * W + j * dw for i, j in taps], np.int64)

@@ -152,3 +152,17 @@ def test_double_backward_through_a_gradient_penalty():
         (gw,) = lib.autograd.grad((gx * gx).sum(), ws)
         res.append(gw.numpy())
     np.testing.assert_allclose(res[0], res[1], rtol=1e-10)
+
+
+def test_forward_over_reverse_hessian_matches_torch():
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((1, 2, 5, 4)), rng.standard_normal((3, 2, 3, 3))
+    res = []
+    for lib in (jitgrad, torch):
+        def f(weight):
+            out = lib.nn.functional.conv2d(lib.tensor(x), weight, padding=1, stride=(2, 1))
+            return out.tanh().sum()
+        h = lib.autograd.functional.hessian(f, lib.tensor(w), vectorize=True,
+                                            outer_jacobian_strategy="forward-mode")
+        res.append(h.detach().numpy())
+    np.testing.assert_allclose(res[0], res[1], rtol=1e-10, atol=1e-12)
