@@ -16,6 +16,7 @@ dropped), and the input gradient is the forward convolution of the output
 gradient with the flipped kernel, without a col2im pass.
 asv_bench/conv_compare.py measures it against torch.
 """
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -169,15 +170,16 @@ def _product(a, b, out, host):
 # small the threads spend more time meeting than multiplying (measured 2 threads: 10x slower
 # than 1). So the blocks go to jitgrad's threads instead, with BLAS at one thread inside.
 
-_POOL = []  # [ThreadPoolExecutor, ThreadpoolController or None], made on first use
+_POOL = []  # [ThreadPoolExecutor, ThreadpoolController or None, pid], made on first use
 
 
 def _pool():
-    if not _POOL:
+    # a forked child (a DataLoader worker) has the parent's pool object but not its threads
+    if not _POOL or _POOL[2] != os.getpid():
         controller = ThreadpoolController() if ThreadpoolController is not None else None
         _POOL[:] = [ThreadPoolExecutor(max(threads.get_num_threads(), 1),
-                                       thread_name_prefix="jitgrad-conv"), controller]
-    return _POOL
+                                       thread_name_prefix="jitgrad-conv"), controller, os.getpid()]
+    return _POOL[:2]
 
 
 def _over_blocks(c, work):
