@@ -166,3 +166,27 @@ def test_forward_over_reverse_hessian_matches_torch():
                                             outer_jacobian_strategy="forward-mode")
         res.append(h.detach().numpy())
     np.testing.assert_allclose(res[0], res[1], rtol=1e-10, atol=1e-12)
+
+
+def _conv_in_child(x, w, expected):
+    out = F.conv2d(jitgrad.tensor(x), jitgrad.tensor(w), padding=1).numpy()
+    raise SystemExit(0 if np.allclose(out, expected, rtol=1e-5, atol=1e-5) else 1)
+
+
+def test_forked_child_runs_blocks_on_threads_of_its_own():
+    """A DataLoader worker forked after a threaded convolution inherits the pool object
+    but not its threads: it must make its own rather than wait forever."""
+    import multiprocessing
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("no fork on this platform")
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((64, 16, 32, 32)).astype(np.float32)  # many blocks: threads
+    w = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
+    expected = F.conv2d(jitgrad.tensor(x), jitgrad.tensor(w), padding=1).numpy()
+    child = multiprocessing.get_context("fork").Process(target=_conv_in_child, args=(x, w, expected))
+    child.start()
+    child.join(120)
+    if child.is_alive():
+        child.kill()
+        pytest.fail("the forked child's convolution did not finish")
+    assert child.exitcode == 0
