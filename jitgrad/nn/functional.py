@@ -13,7 +13,7 @@ from ..ops import indexing, linalg, views
 from ..ops import conv as _conv, pooling as _pooling
 from ..ops import reduce as reductions
 from ..ops import nn as _softmax_ops
-from ..ops.creation import rand, zeros_like
+from ..ops.creation import rand
 from ..ops.inplace import inplace_elementwise
 from ..ops.registry import Arg, Sample, op
 from ..tensor import Tensor, on_device, wrap_dim
@@ -474,14 +474,7 @@ def _nll_loss_backward(node, g):
     # torch's nll_loss backward is a function of the input too, with derivative 0
     # (NllLossBackwardBackward0): with create_graph=True the gradient is linked to
     # it, so a gradient penalty through nll_loss differentiates to 0, not an error.
-    linked = _linked(grad, x)
-    return (linked if linked.requires_grad else grad,)
-
-
-@op("NllLossBackwardBackward0", backward=lambda node, gg: (gg, zeros_like(node._attrs[0])))
-def _linked(grad, x):
-    """grad's values, recorded as a function of grad and (with derivative 0) of x."""
-    return _linked.op.emit(Tensor(grad._data), (grad, x), (x,))
+    return (_conv.linked(grad, x, node="NllLossBackwardBackward0"),)
 
 
 @traced  # a jitgrad.compile replay checks each call's targets too
