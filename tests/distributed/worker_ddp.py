@@ -161,6 +161,19 @@ def scenario_progress(rank, n):
     for p, q in zip(model.parameters(), ref.parameters()):
         dist.all_reduce(q.grad, op=dist.ReduceOp.AVG)
         assert np.allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-5, atol=1e-7)
+    # a setting that is neither 0 nor 1 raises before the broadcast changes the module
+    other = mlp(100 + rank)
+    before = [p.detach().numpy().copy() for p in other.parameters()]
+    os.environ[PROGRESS_THREAD_ENV] = "yes"
+    try:
+        DDP(other)
+    except ValueError as e:
+        assert "JITGRAD_DDP_PROGRESS_THREAD='yes'" in str(e), e
+    else:
+        raise AssertionError("no error for JITGRAD_DDP_PROGRESS_THREAD=yes")
+    finally:
+        del os.environ[PROGRESS_THREAD_ENV]
+    assert all((p.detach().numpy() == b).all() for p, b in zip(other.parameters(), before))
     print(f"PROGRESS {rank} reduced {t['progress_done'] - t['launched'][0]:.4f} s after launch, "
           f"{t['last_hook'] - t['progress_done']:.4f} s before the last gradient", flush=True)
 
