@@ -174,7 +174,7 @@ class CompiledFunction:
                   time.perf_counter() - t0))
         return result
 
-    def reset(self):
+    def _reset(self):
         """Forget every program (a compiled module's parameter was rebound)."""
         self._cache.clear()
         self._by_tensors.clear()
@@ -254,7 +254,7 @@ class CompiledModule:
         tensors = tuple(m.parameters()) + tuple(m.buffers())
         if len(tensors) != len(self._tensors) or any(
                 a is not b for a, b in zip(tensors, self._tensors)):
-            self._compiled.reset()
+            self._compiled._reset()
             object.__setattr__(self, "_tensors", tensors)
         return self._compiled(*args, **kwargs)
 
