@@ -123,39 +123,87 @@ def python_step(ins):
     return step
 
 
+_MATMULS = ("matmul", "mm")
+_REBINDS = ("set_data",)  # changes which array a tensor holds: its views keep the old one
+
+
+def _product(a, b, a_t, b_t):
+    """matmul as a replay runs it: its checks cannot fail (shapes and dtypes are
+    guarded), so BLAS on the arrays, read through their transposes where a_t, b_t."""
+    x, y = a._data, b._data
+    return Tensor(np.matmul(x.T if a_t else x, y.T if b_t else y))
+
+
+def _swaps(ins, meta):
+    """Whether `ins` transposes a 2-D tensor (t, or transpose of its two dims)."""
+    a = ins.args
+    return not ins.kwargs and type(ins.outs) is Ref and a and type(a[0]) is Ref and \
+        meta[a[0]] is not None and len(meta[a[0]].shape) == 2 and (
+            ins.name == "t" and len(a) == 1 or ins.name == "transpose" and len(a) == 3
+            and {a[1] % 2, a[2] % 2} == {0, 1})
+
+
+def _products(meta, instrs, taken):
+    """`instrs` with each matmul of two CPU tensors that no executor took made a
+    `_product` call that reads, for an operand the Python tier transposed, the
+    tensor it transposed: a transpose then read by products only is not run (W5
+    made three, W3 five)."""
+    out, made, rebinds = list(instrs), {}, []
+    for i, ins in enumerate(instrs):
+        if i not in taken and ins.name in _MATMULS and not ins.kwargs and \
+                len(ins.args) == 2 and type(ins.outs) is Ref and all(
+                    type(a) is Ref and meta[a] is not None and
+                    meta[a].array_type is np.ndarray for a in ins.args):
+            args = []
+            for a in ins.args:
+                slot, flip = int(a), False
+                j = made.get(slot)
+                while j is not None and j not in taken and _swaps(instrs[j], meta):
+                    src = int(instrs[j].args[0])
+                    # src must hold, now, the tensor the transpose viewed
+                    if made.get(src, -1) > j or (rebinds and rebinds[-1] > j):
+                        break
+                    slot, flip = src, not flip
+                    j = made.get(slot)
+                args += [Ref(slot), flip]
+            out[i] = Instr(_product, ins.name, (args[0], args[2], args[1], args[3]), {},
+                           ins.outs, False, None)
+        if ins.inplace or ins.name in _REBINDS:
+            rebinds.append(i)
+        for r in ins.writes():
+            made[int(r)] = i
+    return out
+
+
 def _transposed_product(meta, ins, readers, keep):
-    """A step for matmul `ins` if its 2-D result is only read transposed (a linear
-    layer's weight gradient, (x^T g)^T), else None. It writes the product through
-    the transpose of a C-ordered buffer, so the transposed result the rest of the
-    program reads (and .grad copies, in the weight's C order) is C-ordered: the
-    same products, without a strided copy of the whole gradient."""
+    """A step for product `ins` (see _products) if its 2-D result is only read
+    transposed (a linear layer's weight gradient, (x^T g)^T), else None. It writes
+    the product through the transpose of a C-ordered buffer, so the transposed
+    result the rest of the program reads (and .grad copies, in the weight's C
+    order) is C-ordered: the same products, without a strided copy."""
     out = ins.outs
-    if ins.name not in ("matmul", "mm") or ins.kwargs or type(out) is not Ref or \
-            int(out) in keep or len(ins.args) != 2 or \
-            any(type(a) is not Ref for a in ins.args):
+    if ins.fn is not _product or int(out) in keep:
         return None
     m = meta[out]
-    if any(meta[a] is None or meta[a].array_type is not np.ndarray or len(meta[a].shape) != 2
-           for a in ins.args) or m.dtype.kind != "f":
+    if len(m.shape) != 2 or m.dtype.kind != "f":
         return None
     last = None
     for r in readers.get(int(out), ()):
         if r.name == "sum_to_size" and r.outs == out and tuple(r.args[1:]) in (
                 (m.shape,), m.shape):  # gives its input back
             continue
-        if last is not None or type(r.outs) is not Ref or r.outs == out or not (
-                r.name == "t" and len(r.args) == 1 or r.name == "transpose" and
-                len(r.args) == 3 and {r.args[1] % 2, r.args[2] % 2} == {0, 1}):
+        if last is not None or not _swaps(r, meta) or r.outs == out:
             return None
         last = r
     if last is None:
         return None
-    x, y = (int(a) for a in ins.args)
+    x, y, x_t, y_t = int(ins.args[0]), int(ins.args[1]), ins.args[2], ins.args[3]
     shape, dtype = m.shape[::-1], m.dtype
 
     def step(env):
         buf = np.empty(shape, dtype)
-        env[out] = Tensor(np.matmul(env[x]._data, env[y]._data, out=buf.T))
+        a, b = env[x]._data, env[y]._data
+        env[out] = Tensor(np.matmul(a.T if x_t else a, b.T if y_t else b, out=buf.T))
     return step
 
 
@@ -191,11 +239,12 @@ def unused(instrs, keep, runs):
 
 class Segment:
     """Instructions [start, stop) run as one step by an executor (its name says
-    which, for explain())."""
-    __slots__ = ("start", "stop", "run", "executor")
+    which, for explain()), but for those in `skips` (unused ones it leaves out)."""
+    __slots__ = ("start", "stop", "run", "executor", "skips")
 
-    def __init__(self, start, stop, run, executor):
+    def __init__(self, start, stop, run, executor, skips=()):
         self.start, self.stop, self.run, self.executor = start, stop, run, executor
+        self.skips = skips
 
 
 class Tape:
@@ -213,7 +262,9 @@ class Tape:
                 for i in range(seg.start, seg.stop):
                     taken[i] = seg
         steps, last = [], {}
-        self.unused = unused(instrs, keep, taken)
+        instrs = _products(meta, instrs, taken)  # what the Python tier runs
+        self.unused = unused(instrs, keep, {i for i, seg in taken.items() if i not in seg.skips})
+        self.unused -= set(taken)
         readers = {}
         for ins in instrs:
             for r in dict.fromkeys(int(r) for r in ins.reads()):

@@ -656,7 +656,8 @@ def scalar_tape(meta, instrs, keep, taken):
                 break
             i += 1
         if low is not None and i - start >= MIN_RUN:
-            yield Segment(start, i, _Compiled(low, i, last, keep).run, NAME)
+            yield Segment(start, i, _Compiled(low, i, last, keep).run, NAME,
+                          skips=skip.intersection(range(start, i)))
         i = max(i, start + 1)
 
 
