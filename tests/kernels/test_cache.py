@@ -17,17 +17,20 @@ from jitgrad.kernels import cache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-# Prints: kernels compiled, disk hits, the gradient's sum, cache warnings seen.
+# Prints: kernels compiled, disk hits, the gradient's sum, cache warnings seen. The
+# steps run until kernels replace their numpy stand-ins (kernels/cpu.py staged).
 SCRIPT = textwrap.dedent("""
     import warnings
     import jitgrad
+    from jitgrad.kernels import cpu
     jitgrad.kernels.fuse.FUSE_MIN_ELEMENTS = 0  # fuse these small tensors too
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         x = jitgrad.linspace(-1, 1, 7, requires_grad=True)
-        (x.sin() * x.tanh() + x.exp() * 0.25).sum().backward()
         y = jitgrad.linspace(-1, 1, 5, dtype=jitgrad.float64, requires_grad=True)
-        y.cos().sum().backward()
+        for _ in range(cpu.PROMOTE_AFTER_STEPS + 1):
+            (x.sin() * x.tanh() + x.exp() * 0.25).sum().backward()
+            y.cos().sum().backward()
     s = jitgrad.compile_stats()
     cache_warnings = [str(w.message) for w in seen if "kernel cache folder" in str(w.message)]
     print(s["kernels_compiled"], s["disk_hits"], float(x.grad.sum()), len(cache_warnings))
