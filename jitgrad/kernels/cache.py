@@ -21,6 +21,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import warnings
 
@@ -95,6 +96,30 @@ def started():
     """Whether this process has loaded a kernel: Numba is imported and set up, so a
     kernel in the disk cache loads in milliseconds (the first one costs 0.3 s)."""
     return bool(_loaded)
+
+
+_background = [0]  # worker threads compiling now (see background_compilation)
+_background_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def background_compilation():
+    """Mark a worker thread's compilation (a jitgrad.compile program building its
+    kernels) while it runs: kernels/cpu.py stand-ins keep running meanwhile rather
+    than compile beside it (Numba compiles one kernel at a time, so they would wait
+    for it, and the program they would serve replaces them once built)."""
+    with _background_lock:
+        _background[0] += 1
+    try:
+        yield
+    finally:
+        with _background_lock:
+            _background[0] -= 1
+
+
+def compiling_in_background():
+    """Whether a worker thread is inside background_compilation()."""
+    return _background[0] > 0
 
 
 def lookup(key):

@@ -13,7 +13,7 @@ before a CUDA launch or a numpy stand-in).
 """
 import numpy as np
 
-from .. import backend
+from .. import _state, backend
 from . import cache
 from .expr import to_numpy_code, to_scalar_code
 from .source import NUMBA_TYPE, array_type, check_lengths, flat_kernel, header, scalar_type
@@ -91,7 +91,10 @@ def loop(name, args, kinds, body, arg_dtypes, compute_dtype, out_dtype, parallel
 # backward pass (end_step). Code that never runs a backward hands over at the call
 # after PROMOTE_AFTER_CALLS. A script that runs a step once or twice never starts
 # Numba; a loop pays the start-up or the compilation at its third step, once per
-# cache folder for the compilation.
+# cache folder for the compilation. A jitgrad.compile trace (the first call of a
+# compiled step, which runs the step to record it) keeps the stand-ins: the
+# program it records compiles kernels of its own, in a worker thread; and while
+# that thread compiles, stand-ins keep running rather than wait for it.
 PROMOTE_AFTER_STEPS = 2
 PROMOTE_AFTER_CALLS = 16
 NUMPY_TIER = ("float32", "float64")  # dtypes whose numpy results match the kernels'
@@ -124,7 +127,8 @@ def flat_staged(chosen, first, serial=None, install=None):
 
 def staged(compiled, first, install=None):
     """A callable running `first` (a stand-in computing the same results) for the
-    calls of its first PROMOTE_AFTER_STEPS steps, then compiled() (the kernel) from
+    calls of its first PROMOTE_AFTER_STEPS steps, of jitgrad.compile traces and while
+    another thread compiles, then compiled() (the kernel) from
     then on; `install(kernel)` is called once with it, so that a caller keeping
     kernels can drop this wrapper. compiled() at once when `first` is None. Device
     operands go to the compiled kernel, which hands them to their backend."""
@@ -138,8 +142,9 @@ def staged(compiled, first, install=None):
         nonlocal calls, kernel
         if kernel is None:
             calls += 1
-            if (calls <= PROMOTE_AFTER_CALLS and _steps[0] - start < PROMOTE_AFTER_STEPS
-                    and backend.first_device_array(args) is None):
+            young = calls <= PROMOTE_AFTER_CALLS and _steps[0] - start < PROMOTE_AFTER_STEPS
+            if (young or _state.trace[0] is not None or cache.compiling_in_background()) \
+                    and backend.first_device_array(args) is None:
                 return first(*args, **kwargs)
             kernel = compiled()
             if install is not None:

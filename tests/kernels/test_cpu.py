@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import jitgrad
+from jitgrad import _state
 from jitgrad.kernels import cache, cpu, fuse
 from jitgrad.kernels.expr import parse, to_numpy_code
 
@@ -168,3 +169,17 @@ def test_first_steps_of_a_script_do_not_start_numba(tmp_path):
     """, JITGRAD_CACHE_DIR=str(tmp_path))
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.split() == ["False", "0"]
+
+
+def test_stand_in_keeps_running_in_a_trace_and_beside_a_background_build():
+    k = cpu.staged(lambda: lambda: "compiled", lambda: "numpy")
+    for _ in range(cpu.PROMOTE_AFTER_STEPS):
+        cpu.end_step()
+    with cache.background_compilation():
+        assert k() == "numpy"
+    _state.trace[0] = object()  # a jitgrad.compile trace is running
+    try:
+        assert k() == "numpy"
+    finally:
+        _state.trace[0] = None
+    assert k() == "compiled"
