@@ -133,8 +133,8 @@ def test_read_only_empty_folder(tmp_path, monkeypatch):
 
 def test_clear_kernel_cache_on_disk_removes_the_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("JITGRAD_CACHE_DIR", str(tmp_path / "kernels"))
-    cube = cache.load(f"cache_test_cube_{os.getpid()}",
-                      "import numba\n\n@numba.njit(cache=True)\ndef kernel(x):\n    return x ** 3\n")
+    source = "import numba\n\n@numba.njit(cache=True)\ndef kernel(x):\n    return x ** 3\n"
+    cube = cache.load(f"cache_test_cube_{os.getpid()}", source)
     assert cube(2.0) == 8.0 and (tmp_path / "kernels").is_dir()
     jitgrad.clear_kernel_cache(disk=True)
     assert not (tmp_path / "kernels").exists()
