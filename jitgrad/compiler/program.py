@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import _state
 from .._node import FREED_MESSAGE
+from ..kernels.cache import background_compilation
 from ..ops.record import FunctionNode, node_class, record
 from ..tensor import Tensor
 
@@ -393,7 +394,8 @@ class Program:
 
     def _build_in_background(self):
         try:
-            self._tapes(EXECUTORS)
+            with background_compilation():
+                self._tapes(EXECUTORS)
         except Exception as e:  # the Python tier stays: correct, only slower
             self.build_error = e
             warnings.warn(f"jitgrad.compile: building compiled kernels failed ({e!r}); the "
