@@ -12,6 +12,7 @@ from .modules import (
     Threshold, TripletMarginLoss, Unflatten)
 from .parameter import Parameter
 from . import parallel
+from .parallel import DataParallel
 
 __all__ = ["functional", "init", "utils", "parallel", "Parameter", "Module", "Linear", "Identity", "Flatten",
            "Unflatten", "Embedding", "MultiheadAttention", "Sequential", "ModuleList",
@@ -23,4 +24,4 @@ __all__ = ["functional", "init", "utils", "parallel", "Parameter", "Module", "Li
            "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "MSELoss", "L1Loss", "SmoothL1Loss",
            "HuberLoss", "BCELoss", "BCEWithLogitsLoss", "KLDivLoss", "NLLLoss", "CrossEntropyLoss",
            "MarginRankingLoss", "TripletMarginLoss", "CosineEmbeddingLoss", "CosineSimilarity",
-           "PairwiseDistance"]
+           "PairwiseDistance", "DataParallel"]
