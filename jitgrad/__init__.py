@@ -35,6 +35,7 @@ from .autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
 # torch's tensor API around the ops: default device, legacy tensor types
 from .ops.creation import (bernoulli, get_default_device, get_rng_state, initial_seed, multinomial,
                            randint_like, randperm, seed, set_default_device, set_rng_state)
+from .ops.out import accept_out as _accept_out
 from .ops.legacy import BoolTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor, LongTensor
 
 
@@ -53,6 +54,7 @@ _registry_ops = _exported_functions()
 globals().update(_registry_ops)
 del _registry_ops
 globals().update((alias, globals()[name]) for alias, name in _ALIASES.items() if name in globals())
+_accept_out(globals())  # torch's out= keyword on the functions that take it
 
 
 def detach(x):
