@@ -45,6 +45,7 @@ MODULES = [
     ("jitgrad.utils.data", None),
     ("jitgrad.compiler", None),
     ("jitgrad.cuda", None),
+    ("jitgrad.accelerator", None),
     ("jitgrad.testing", None),
 ]
 

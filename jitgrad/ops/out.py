@@ -85,6 +85,11 @@ def with_out(fn, name):
 
 def accept_out(namespace):
     """Give every function of `namespace` (a module's globals) named in TAKES_OUT
-    the out= keyword."""
-    for name in TAKES_OUT & namespace.keys():
-        namespace[name] = with_out(namespace[name], name)
+    the out= keyword. Aliases stay one object (`jitgrad.multiply is jitgrad.mul`)."""
+    wrapped = {}
+    for name in sorted(TAKES_OUT & namespace.keys()):
+        fn = namespace[name]
+        wrapped.setdefault(id(fn), (fn, with_out(fn, name)))
+    for name, value in list(namespace.items()):
+        if id(value) in wrapped and wrapped[id(value)][0] is value:
+            namespace[name] = wrapped[id(value)][1]
