@@ -9,7 +9,8 @@ from .modules import (
     MarginRankingLoss, Mish, Module, ModuleDict, ModuleList, MultiheadAttention, NLLLoss, PReLU,
     PairwiseDistance, ParameterDict, ParameterList, ReLU, ReLU6, SELU, Sequential, SiLU, Sigmoid,
     SmoothL1Loss, Softmax, Softmax2d, Softmin, Softplus, Softshrink, Softsign, Tanh, Tanhshrink,
-    Threshold, TripletMarginLoss, Unflatten)
+    Threshold, TripletMarginLoss, Unflatten, RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell,
+    LSTMCell, GRUCell)
 from .parameter import Parameter
 from . import parallel
 from .parallel import DataParallel
@@ -24,4 +25,5 @@ __all__ = ["functional", "init", "utils", "parallel", "Parameter", "Module", "Li
            "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "MSELoss", "L1Loss", "SmoothL1Loss",
            "HuberLoss", "BCELoss", "BCEWithLogitsLoss", "KLDivLoss", "NLLLoss", "CrossEntropyLoss",
            "MarginRankingLoss", "TripletMarginLoss", "CosineEmbeddingLoss", "CosineSimilarity",
-           "PairwiseDistance", "DataParallel"]
+           "PairwiseDistance", "DataParallel", "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase",
+           "RNNCell", "LSTMCell", "GRUCell"]

@@ -44,6 +44,7 @@ from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropy
                    TripletMarginLoss)
 from .module import Module
 from .normalization import GroupNorm, LayerNorm
+from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNNCell, RNNCellBase
 from .sparse import Embedding
 
 __all__ = ["Module", "Linear", "Identity", "Flatten", "Unflatten", "Embedding",
@@ -55,4 +56,5 @@ __all__ = ["Module", "Linear", "Identity", "Flatten", "Unflatten", "Embedding",
            "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Dropout", "Dropout1d", "Dropout2d",
            "Dropout3d", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss",
            "BCEWithLogitsLoss", "KLDivLoss", "NLLLoss", "CrossEntropyLoss", "MarginRankingLoss",
-           "TripletMarginLoss", "CosineEmbeddingLoss", "CosineSimilarity", "PairwiseDistance"]
+           "TripletMarginLoss", "CosineEmbeddingLoss", "CosineSimilarity", "PairwiseDistance", "RNNBase", "RNN", "LSTM", "GRU",
+           "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
