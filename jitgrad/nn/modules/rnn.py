@@ -126,9 +126,9 @@ class RNNBase(Module):
         if hx is None:
             h = zeros(expected, dtype=input.dtype, device=input.device)
             return (h, h) if self.mode == "LSTM" else h
-        parts = hx if self.mode == "LSTM" else (hx,)
-        if self.mode == "LSTM" and (not isinstance(hx, tuple) or len(hx) != 2):
+        if self.mode == "LSTM" and (not isinstance(hx, (tuple, list)) or len(hx) != 2):
             raise RuntimeError("LSTM expects hx as a tuple (h_0, c_0) of two tensors")
+        parts = tuple(hx) if self.mode == "LSTM" else (hx,)
         if unbatched:
             if any(p.dim() != 2 for p in parts):
                 raise RuntimeError(f"For unbatched 2-D input, hx should also be 2-D but got "

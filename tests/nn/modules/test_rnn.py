@@ -98,6 +98,13 @@ def test_names_init_and_repr_match_torch():
     assert len(nn.LSTM(2, 3, num_layers=2).all_weights) == 2
 
 
+def test_lstm_state_may_be_a_list():
+    # yunjey's language model detaches the states into a list
+    lstm, x = nn.LSTM(3, 4), jitgrad.ones(2, 5, 3)
+    state = [jitgrad.zeros(1, 5, 4), jitgrad.ones(1, 5, 4)]
+    assert jitgrad.equal(lstm(x, state)[0], lstm(x, tuple(state))[0])
+
+
 def test_dropout_between_layers_only_while_training():
     lstm = nn.LSTM(3, 4, num_layers=2, dropout=0.5).eval()
     x = jitgrad.ones(5, 2, 3)
