@@ -14,6 +14,7 @@ from .dtypes import (bool_ as bool, cdouble, cfloat, complex64, complex128, doub
                      float16, float32, float64, get_default_dtype, half, int, int32, int64, long,
                      set_default_dtype)
 from .tensor import Size, Tensor, device
+from ._repr import set_printoptions
 from .ops.methods import ALIASES as _ALIASES, attach as _attach_methods
 from .ops.creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like,
                            linspace, manual_seed, ones, ones_like, rand, rand_like, randint, randn,
@@ -89,5 +90,5 @@ __all__ += _exported_functions()
 __all__ += [alias for alias, name in _ALIASES.items() if name in globals() and alias not in __all__]
 __all__ += ["bernoulli", "get_default_device", "get_rng_state", "initial_seed", "multinomial",
             "randint_like", "randperm", "seed", "set_default_device", "set_rng_state", "BoolTensor", "DoubleTensor", "FloatTensor", "HalfTensor",
-            "IntTensor", "LongTensor", "is_floating_point", "is_complex"]
+            "IntTensor", "LongTensor", "is_floating_point", "is_complex", "set_printoptions"]
 __all__.sort(key=lambda n: (n.lower(), n))
