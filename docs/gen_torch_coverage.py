@@ -185,6 +185,8 @@ NOTES = """\
   `jitgrad.ops.out.TAKES_OUT`): the op computes its result, which is then copied
   into `out`, with torch's casting rule, resize warning and refusal when an
   argument requires grad.
+- `axis=` and `keepdims=` are taken wherever `dim=` and `keepdim=` are (functions
+  and methods), as torch's argument parser takes them.
 - `nn.DataParallel` runs the module on this process's one device (the GPU, or
   the CPU), as torch's does with one device; `device_ids` naming more than one
   GPU is refused with a pointer to `DistributedDataParallel`.

@@ -37,6 +37,7 @@ from .autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
 from .ops.creation import (bernoulli, get_default_device, get_rng_state, initial_seed, multinomial,
                            randint_like, randperm, seed, set_default_device, set_rng_state)
 from .ops.out import accept_out as _accept_out
+from .ops.keywords import accept_aliases_in as _accept_aliases_in
 from .ops.legacy import BoolTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor, LongTensor
 
 
@@ -56,6 +57,8 @@ globals().update(_registry_ops)
 del _registry_ops
 globals().update((alias, globals()[name]) for alias, name in _ALIASES.items() if name in globals())
 _accept_out(globals())  # torch's out= keyword on the functions that take it
+_accept_aliases_in(globals(), [n for n in _exported_functions() if n in globals()] +
+                   [a for a in _ALIASES if a in globals()])  # axis=, keepdims=
 
 
 def detach(x):

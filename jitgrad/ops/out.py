@@ -8,6 +8,7 @@ import warnings
 
 from .._state import local
 from ..tensor import Tensor
+from .keywords import keyword_layer
 from .legacy import TYPE_NAMES
 
 # torch's functions that take out=, among those jitgrad has (the methods never do)
@@ -80,7 +81,7 @@ def with_out(fn, name):
         _check_out(name, result, out)
         _write(result, out)
         return out
-    return function
+    return keyword_layer(function, fn)
 
 
 def accept_out(namespace):
