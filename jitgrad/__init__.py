@@ -10,9 +10,9 @@ tensor(14., grad_fn=<SumBackward0>)
 tensor([2., 4., 6.])
 """
 from ._version import __version__
-from .dtypes import (bool_ as bool, cdouble, cfloat, complex64, complex128, double, dtype, float,
-                     float16, float32, float64, get_default_dtype, half, int, int32, int64, long,
-                     set_default_dtype)
+from .dtypes import (bool_ as bool, can_cast, cdouble, cfloat, complex64, complex128, double, dtype,
+                     finfo, float, float16, float32, float64, get_default_dtype, half, iinfo, int,
+                     int32, int64, long, promote_types, result_type, set_default_dtype)
 from .tensor import Size, Tensor, device
 from ._repr import set_printoptions
 from .ops.methods import ALIASES as _ALIASES, attach as _attach_methods
@@ -93,5 +93,6 @@ __all__ += _exported_functions()
 __all__ += [alias for alias, name in _ALIASES.items() if name in globals() and alias not in __all__]
 __all__ += ["bernoulli", "get_default_device", "get_rng_state", "initial_seed", "multinomial",
             "randint_like", "randperm", "seed", "set_default_device", "set_rng_state", "BoolTensor", "DoubleTensor", "FloatTensor", "HalfTensor",
-            "IntTensor", "LongTensor", "is_floating_point", "is_complex", "set_printoptions"]
+            "IntTensor", "LongTensor", "is_floating_point", "is_complex", "set_printoptions", "can_cast", "finfo", "iinfo",
+            "promote_types", "result_type"]
 __all__.sort(key=lambda n: (n.lower(), n))

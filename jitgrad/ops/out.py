@@ -7,6 +7,7 @@ import functools
 import warnings
 
 from .._state import local
+from ..dtypes import can_cast
 from ..tensor import Tensor
 from .keywords import keyword_layer
 from .legacy import TYPE_NAMES
@@ -26,9 +27,6 @@ TAKES_OUT = frozenset("""
     sum tan tanh topk tril triu true_divide trunc var where zeros
 """.split())
 
-_KIND_RANK = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
-
-
 def _type_name(dtype):
     return TYPE_NAMES.get(dtype, str(dtype)).replace("Tensor", "")
 
@@ -36,7 +34,7 @@ def _type_name(dtype):
 def _check_out(name, result, out):
     if not isinstance(out, Tensor):
         raise TypeError(f"{name}(): argument 'out' must be Tensor, not {type(out).__name__}")
-    if _KIND_RANK[result._data.dtype.kind] > _KIND_RANK[out._data.dtype.kind]:
+    if not can_cast(result.dtype, out.dtype):
         raise RuntimeError(f"result type {_type_name(result.dtype)} can't be cast to the desired "
                            f"output type {_type_name(out.dtype)}")
     if local.grad_enabled and (result.requires_grad or out.requires_grad):
