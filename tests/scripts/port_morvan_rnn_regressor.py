@@ -8,7 +8,6 @@ import numpy as np
 
 from script_data import set_weights
 
-NEEDS = ("nn.RNN", "nn.GRU")
 TOLERANCE = dict(rtol=2e-3, atol=2e-4)
 
 

@@ -7,7 +7,6 @@ import numpy as np
 
 from script_data import set_weights
 
-NEEDS = ("nn.LSTM",)
 TOLERANCE = dict(rtol=1e-4, atol=1e-6)
 
 

@@ -9,7 +9,6 @@ import numpy as np
 
 from script_data import set_weights
 
-NEEDS = ("nn.LSTMCell",)
 TOLERANCE = dict(rtol=1e-6, atol=1e-9)
 
 

@@ -8,7 +8,6 @@ import numpy as np
 
 from script_data import set_weights
 
-NEEDS = ("nn.LSTM",)
 LOOSE = {"sampled": 1e9}  # sampling draws from each library's generator: only the count compares
 TOLERANCE = dict(rtol=2e-3, atol=2e-4)
 

@@ -5,7 +5,6 @@ zero initial states, the last step's output classified by nn.Linear, trained
 by Adam."""
 from script_data import digits, set_weights
 
-NEEDS = ("nn.LSTM",)
 TOLERANCE = dict(rtol=2e-3, atol=2e-4)
 
 
