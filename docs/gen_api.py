@@ -46,6 +46,7 @@ MODULES = [
     ("jitgrad.compiler", None),
     ("jitgrad.cuda", None),
     ("jitgrad.accelerator", None),
+    ("jitgrad.backends", None),
     ("jitgrad.testing", None),
 ]
 

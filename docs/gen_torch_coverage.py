@@ -190,6 +190,10 @@ NOTES = """\
 - `nn.DataParallel` runs the module on this process's one device (the GPU, or
   the CPU), as torch's does with one device; `device_ids` naming more than one
   GPU is refused with a pointer to `DistributedDataParallel`.
+- `backends.cudnn`, `backends.cuda.matmul` and `backends.mps` answer that jitgrad
+  uses none of those libraries; their switches (`cudnn.benchmark`,
+  `cudnn.deterministic`, `matmul.allow_tf32`) keep what a script sets and change
+  nothing.
 - `accelerator.current_accelerator()` is `device('cuda')` where CUDA is usable
   and `None` otherwise (torch names its build's accelerator even with no device
   present); only device index 0 exists.

@@ -25,7 +25,7 @@ from .ops.methods import (add, bitwise_and, bitwise_not, bitwise_or, bitwise_xor
                           masked_fill, pow, rsub, sub)
 from .kernels.cache import clear_kernel_cache, compile_stats
 from .kernels.threads import get_num_threads, set_num_threads
-from . import accelerator, autograd, cuda, nn, ops, optim
+from . import accelerator, autograd, backends, cuda, nn, ops, optim
 from . import compiler
 from .compiler import compile
 from . import utils
@@ -82,7 +82,7 @@ __all__ = [
     "ones_like", "rand", "rand_like", "randint", "randn", "randn_like", "tensor", "zeros",
     "zeros_like", "clamp", "clip", "where", "add", "bitwise_and", "bitwise_not", "bitwise_or",
     "bitwise_xor", "logical_not", "masked_fill", "pow", "rsub", "sub", "clear_kernel_cache", "compile_stats", "get_num_threads",
-    "set_num_threads", "accelerator", "autograd",
+    "set_num_threads", "accelerator", "autograd", "backends",
     "cuda", "nn", "ops", "optim", "enable_grad", "inference_mode", "is_grad_enabled",
     "is_inference_mode_enabled", "no_grad", "set_grad_enabled", "detach", "is_tensor", "numel",
     "negative", "absolute", "multiply", "divide", "subtract", "compile", "compiler",
