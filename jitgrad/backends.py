@@ -9,6 +9,8 @@ singular, is the storage layer: another module.)
 """
 import types
 
+from . import cuda as _jitgrad_cuda
+
 __all__ = ["cuda", "cudnn", "mps"]
 
 
@@ -28,11 +30,6 @@ mps = types.SimpleNamespace(
 
 cuda = types.SimpleNamespace(
     matmul=types.SimpleNamespace(allow_tf32=False, allow_fp16_reduced_precision_reduction=True),
-    is_built=lambda: _cuda_usable(),
+    is_built=_jitgrad_cuda.is_available,
     __doc__="torch.backends.cuda: jitgrad's CUDA kernels compute in the tensors' own dtype "
             "(no TF32), whatever matmul.allow_tf32 says")
-
-
-def _cuda_usable():
-    from . import cuda as _jitgrad_cuda  # loads numba only when asked
-    return _jitgrad_cuda.is_available()
