@@ -46,6 +46,8 @@ MODULES = [
     ("jitgrad.utils.data", None),
     ("jitgrad.compiler", None),
     ("jitgrad.cuda", None),
+    ("jitgrad.accelerator", None),
+    ("jitgrad.backends", None),
     ("jitgrad.testing", None),
 ]
 

@@ -181,6 +181,22 @@ NOTES = """\
   dtypes jitgrad does not have yet.
 - `set_default_device` checks the device when it is called (torch: at the first
   factory call); `with device(...)` as a context manager is not supported.
+- `out=` is taken by the top-level functions that take it in torch (the list is
+  `jitgrad.ops.out.TAKES_OUT`): the op computes its result, which is then copied
+  into `out`, with torch's casting rule, resize warning and refusal when an
+  argument requires grad.
+- `axis=` and `keepdims=` are taken wherever `dim=` and `keepdim=` are (functions
+  and methods), as torch's argument parser takes them.
+- `nn.DataParallel` runs the module on this process's one device (the GPU, or
+  the CPU), as torch's does with one device; `device_ids` naming more than one
+  GPU is refused with a pointer to `DistributedDataParallel`.
+- `backends.cudnn`, `backends.cuda.matmul` and `backends.mps` answer that jitgrad
+  uses none of those libraries; their switches (`cudnn.benchmark`,
+  `cudnn.deterministic`, `matmul.allow_tf32`) keep what a script sets and change
+  nothing.
+- `accelerator.current_accelerator()` is `device('cuda')` where CUDA is usable
+  and `None` otherwise (torch names its build's accelerator even with no device
+  present); only device index 0 exists.
 - `sort`, `argsort` and `topk` are always stable (equal values keep their
   index order): `stable=` is accepted and changes nothing. torch's `topk`
   orders ties its own way, so among equal values it may return other indices.

@@ -156,3 +156,71 @@ def kernel_dtypes(name, tensors_np, zero_dim_np, scalars, floating, bool_promote
         res = np.dtype(np.int64)
     # float16 computes in float32 (Numba's CPU target has no float16 arithmetic).
     return (_F32 if res == np.float16 else res), res
+
+
+# ---- torch's dtype queries: promote_types, result_type, can_cast, finfo, iinfo ----------------
+
+def promote_types(type1, type2):
+    """The smallest dtype both promote to (torch.promote_types)."""
+    return from_np(promote_np(to_dtype(type1).np, to_dtype(type2).np))
+
+
+def result_type(tensor1, tensor2):
+    """The dtype of an arithmetic op on these operands (tensors or Python numbers),
+    with torch's priorities: dimensioned tensors, then 0-d tensors, then numbers."""
+    groups = ([], [], [])
+    for v in (tensor1, tensor2):
+        arr = getattr(v, "_data", None)
+        if arr is None:
+            groups[2].append(v)
+        else:
+            groups[0 if arr.ndim else 1].append(arr.dtype)
+    return from_np(result_np(*groups))
+
+
+def can_cast(from_, to):
+    """Whether torch's type promotion allows a value of `from_` into `to` without
+    changing its kind: bool < integer < floating point < complex."""
+    return to_dtype(from_)._cat <= to_dtype(to)._cat
+
+
+class _Info:
+    """A numpy finfo/iinfo read as torch's (Python numbers, the dtype's name)."""
+
+    def __init__(self, d, info, fields):
+        self.dtype = d.name
+        self.bits = info.bits
+        for name in fields:
+            setattr(self, name, _b.float(getattr(info, name)) if d._cat == _FLOAT
+                    else _b.int(getattr(info, name)))
+        if "resolution" in fields:  # torch's is a power of ten (numpy's is rounded to the dtype)
+            self.resolution = 10.0 ** -info.precision
+        self._fields = fields
+
+    def __repr__(self):
+        kind = "finfo" if "eps" in self._fields else "iinfo"
+        values = ", ".join(f"{k}={getattr(self, k):g}" for k in self._fields)
+        return f"{kind}({values}, dtype={self.dtype})"
+
+
+def finfo(type=None):
+    """Machine limits of a floating-point dtype (the default dtype when none is given):
+    bits, eps, max, min, tiny (= smallest_normal) and resolution."""
+    d = _default.float if type is None else to_dtype(type)
+    if d._cat not in (_FLOAT, _COMPLEX):
+        raise TypeError(f"jitgrad.finfo() requires a floating point input type, got {d!r}. "
+                        "Use jitgrad.iinfo to handle integer types")
+    real = from_np(np.dtype(d.np.type(0).real.dtype)) if d._cat == _COMPLEX else d
+    return _Info(real, np.finfo(real.np),
+                 ("resolution", "min", "max", "eps", "smallest_normal", "tiny"))
+
+
+def iinfo(type):
+    """Machine limits of an integer dtype: bits, min and max."""
+    d = to_dtype(type)
+    if d is bool_:
+        raise TypeError(f"{d!r} is not supported by jitgrad.iinfo")
+    if d._cat != _INT:
+        raise TypeError(f"jitgrad.iinfo() requires an integer input type, got {d!r}. "
+                        "Use jitgrad.finfo to handle floating point types")
+    return _Info(d, np.iinfo(d.np), ("min", "max"))

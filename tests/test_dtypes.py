@@ -76,3 +76,44 @@ def test_float64_scalars_keep_their_precision():
     z = (y + jitgrad.ones(2, 3, dtype=jitgrad.float64)) * 0.3
     (g,) = jitgrad.autograd.grad(z.sum(), y)
     assert g.item() == pytest.approx(1.8, rel=1e-15)
+
+
+@pytest.mark.parametrize("name", ["float16", "float32", "float64", "complex64", None])
+def test_finfo_matches_torch(name):
+    torch = helpers.require_torch()
+    jg = jitgrad.finfo(getattr(jitgrad, name)) if name else jitgrad.finfo()
+    th = torch.finfo(getattr(torch, name)) if name else torch.finfo()
+    for field in ("bits", "eps", "max", "min", "tiny", "smallest_normal", "resolution", "dtype"):
+        assert getattr(jg, field) == getattr(th, field), field
+    assert repr(jg) == repr(th)
+
+
+@pytest.mark.parametrize("name", ["int32", "int64"])
+def test_iinfo_matches_torch(name):
+    torch = helpers.require_torch()
+    jg, th = jitgrad.iinfo(getattr(jitgrad, name)), torch.iinfo(getattr(torch, name))
+    assert (jg.bits, jg.min, jg.max, jg.dtype, repr(jg)) == (th.bits, th.min, th.max, th.dtype, repr(th))
+
+
+def test_dtype_queries_match_torch():
+    torch = helpers.require_torch()
+    calls = [
+        lambda L: L.promote_types(L.int32, L.float32), lambda L: L.promote_types(L.bool, L.int64),
+        lambda L: L.promote_types(L.complex64, L.float64),
+        lambda L: L.result_type(L.tensor([1]), 1.0),
+        lambda L: L.result_type(L.tensor([1.0]), L.tensor(2.0, dtype=L.float64)),
+        lambda L: L.result_type(L.tensor(1), L.tensor([1], dtype=L.int32)),
+        lambda L: L.result_type(2, L.tensor([True])),
+        lambda L: L.can_cast(L.float32, L.int32), lambda L: L.can_cast(L.int32, L.float16),
+        lambda L: L.can_cast(L.bool, L.int64), lambda L: L.can_cast(L.complex64, L.float64)]
+    for call in calls:
+        assert str(call(jitgrad)).replace("jitgrad", "torch") == str(call(torch))
+
+
+def test_info_of_the_wrong_kind_says_which_to_use():
+    with pytest.raises(TypeError, match="requires a floating point input type.*Use jitgrad.iinfo"):
+        jitgrad.finfo(jitgrad.int32)
+    with pytest.raises(TypeError, match="requires an integer input type.*Use jitgrad.finfo"):
+        jitgrad.iinfo(jitgrad.float32)
+    with pytest.raises(TypeError, match="jitgrad.bool is not supported by jitgrad.iinfo"):
+        jitgrad.iinfo(jitgrad.bool)

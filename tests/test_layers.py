@@ -14,9 +14,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "jitgrad"
 # Lowest first. A module may import its own layer or any layer below it.
 LAYERS = [
     ("_version", "_state", "_trace", "errors", "dtypes"),
-    ("kernels", "_cuda", "cuda"),            # kernel source and compilation, the CUDA runtime
+    ("kernels", "_cuda", "cuda", "backends"),  # kernel source and compilation, the CUDA runtime
     ("backend",),                            # the devices behind one interface
-    ("tensor", "_repr"),
+    ("tensor", "_repr", "accelerator"),
     ("_node", "_dual"),                      # the autograd core: nodes, edges, tasks, duals
     ("ops",),
     ("autograd",),

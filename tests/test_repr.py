@@ -1,6 +1,8 @@
 """_repr.py: Tensor repr, against torch."""
 import pytest
 
+import helpers
+import jitgrad
 from helpers import both
 
 
@@ -29,3 +31,38 @@ REPRS = [
 def test_repr_matches_torch(expr):
     jg, th = both(lambda lib: eval(expr, {"lib": lib}))
     assert repr(jg) == repr(th).replace("torch.", "jitgrad.")
+
+
+@pytest.fixture
+def restore_printoptions():
+    yield
+    jitgrad.set_printoptions(profile="default")
+    if helpers.torch is not None:
+        helpers.torch.set_printoptions(profile="default")
+
+
+@pytest.mark.parametrize("options, make", [
+    (dict(precision=2), lambda L: L.tensor([1.23456, 2.5])),
+    (dict(precision=2), lambda L: L.tensor([1e-5, 1.0])),
+    (dict(sci_mode=False), lambda L: L.tensor([1e-5, 1.0])),
+    (dict(sci_mode=True), lambda L: L.tensor([1.0, 2.0])),
+    (dict(sci_mode=True), lambda L: L.tensor([0.0, 0.0])),
+    (dict(profile="full"), lambda L: L.arange(1200.0).reshape(2, 600)[:, -3:]),
+    (dict(linewidth=30), lambda L: L.arange(12.0)),
+    (dict(threshold=5, edgeitems=1), lambda L: L.ones(3, 8)),
+    (dict(profile="short"), lambda L: L.arange(3000.0) / 7),
+])
+def test_printoptions_match_torch(options, make, restore_printoptions):
+    torch = helpers.require_torch()
+    jitgrad.set_printoptions(**options)
+    torch.set_printoptions(**options)
+    assert repr(make(jitgrad)) == repr(make(torch))
+
+
+def test_a_call_without_sci_mode_returns_it_to_automatic(restore_printoptions):
+    jitgrad.set_printoptions(sci_mode=False)
+    jitgrad.set_printoptions(precision=3)
+    assert jitgrad._repr.get_printoptions() == dict(precision=3, threshold=1000, edgeitems=3,
+                                                     linewidth=80, sci_mode=None)
+    with pytest.raises(ValueError, match="unknown profile 'long'.*'default', 'full', 'short'"):
+        jitgrad.set_printoptions(profile="long")

@@ -9,11 +9,13 @@ from .modules import (
     MarginRankingLoss, Mish, Module, ModuleDict, ModuleList, MultiheadAttention, NLLLoss, PReLU,
     PairwiseDistance, ParameterDict, ParameterList, ReLU, ReLU6, SELU, Sequential, SiLU, Sigmoid,
     SmoothL1Loss, Softmax, Softmax2d, Softmin, Softplus, Softshrink, Softsign, Tanh, Tanhshrink,
-    Threshold, TripletMarginLoss, Unflatten)
+    Threshold, TripletMarginLoss, Unflatten, RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell,
+    LSTMCell, GRUCell)
 from .modules import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, Conv1d, Conv2d,
                       MaxPool1d, MaxPool2d)
 from .parameter import Parameter
 from . import parallel
+from .parallel import DataParallel
 
 __all__ = ["functional", "init", "utils", "parallel", "Parameter", "Module", "Linear", "Identity", "Flatten",
            "Unflatten", "Embedding", "MultiheadAttention", "Sequential", "ModuleList",
@@ -26,4 +28,5 @@ __all__ = ["functional", "init", "utils", "parallel", "Parameter", "Module", "Li
            "HuberLoss", "BCELoss", "BCEWithLogitsLoss", "KLDivLoss", "NLLLoss", "CrossEntropyLoss",
            "MarginRankingLoss", "TripletMarginLoss", "CosineEmbeddingLoss", "CosineSimilarity",
            "PairwiseDistance", "Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d", "AvgPool1d",
-           "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d"]
+           "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "DataParallel", "RNNBase", "RNN",
+           "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]

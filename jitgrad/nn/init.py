@@ -25,8 +25,11 @@ from ..ops.creation import rng_of
 from ..ops.inplace import check_writable
 from ..tensor import Tensor
 
-__all__ = ["calculate_gain", "uniform_", "normal_", "constant_", "ones_", "zeros_",
-           "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_"]
+__all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_",
+           "eye_", "dirac_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_",
+           "kaiming_normal_", "orthogonal_", "sparse_", "uniform", "normal", "constant", "eye",
+           "dirac", "xavier_uniform", "xavier_normal", "kaiming_uniform", "kaiming_normal",
+           "orthogonal"]
 
 _LINEAR_FNS = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
                "conv_transpose3d")
@@ -160,3 +163,84 @@ def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
         return tensor
     fan = _calculate_correct_fan(tensor, mode)
     return normal_(tensor, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(fan), generator)
+
+
+def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """N(mean, std**2) with the values outside [a, b] redrawn until they fall inside."""
+    rng = _rng(generator)
+    values = rng.normal(mean, std, tensor.shape)
+    outside = (values < a) | (values > b)
+    while outside.any():
+        values[outside] = rng.normal(mean, std, int(outside.sum()))
+        outside = (values < a) | (values > b)
+    return _fill(tensor, values)
+
+
+def eye_(tensor):
+    """The identity matrix (a 2-D tensor), as in Linear layers that start as identities."""
+    if tensor.dim() != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    return _fill(tensor, np.eye(*tensor.shape))
+
+
+def dirac_(tensor, groups=1):
+    """A convolution weight (3-5 dims) that passes its input through: a 1 at the kernel
+    centre of each (out, in) channel pair of each group."""
+    if tensor.dim() not in (3, 4, 5):
+        raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
+    if tensor.shape[0] % groups != 0:
+        raise ValueError("dim 0 must be divisible by groups")
+    per_group = tensor.shape[0] // groups
+    values = np.zeros(tuple(tensor.shape))
+    centre = tuple(n // 2 for n in tensor.shape[2:])
+    for g in range(groups):
+        for d in range(min(per_group, tensor.shape[1])):
+            values[(g * per_group + d, d) + centre] = 1
+    return _fill(tensor, values)
+
+
+def orthogonal_(tensor, gain=1.0, generator=None):
+    """A (semi-)orthogonal matrix from the QR decomposition of a normal draw (Saxe et al.,
+    2013); dims past the first are flattened, the result is scaled by `gain`."""
+    if tensor.dim() < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported")
+    if tensor.numel() == 0:
+        return tensor
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows
+    flat = _rng(generator).normal(0.0, 1.0, (rows, cols))
+    q, r = np.linalg.qr(flat.T if rows < cols else flat)
+    q *= np.sign(np.diag(r))  # makes the decomposition unique, hence the draw uniform
+    return _fill(tensor, (gain * (q.T if rows < cols else q)).reshape(tuple(tensor.shape)))
+
+
+def sparse_(tensor, sparsity, std=0.01, generator=None):
+    """N(0, std**2) in a 2-D tensor, then ceil(sparsity * rows) random rows of each
+    column set to zero (Martens, 2010)."""
+    if tensor.dim() != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    rows, cols = tensor.shape
+    rng = _rng(generator)
+    values = rng.normal(0.0, std, (rows, cols))
+    for col in range(cols):
+        values[rng.permutation(rows)[:math.ceil(sparsity * rows)], col] = 0
+    return _fill(tensor, values)
+
+
+def _deprecated(new):
+    """torch's pre-0.4 name of an initializer (no trailing underscore): warns, then calls it."""
+    old = new.__name__[:-1]
+
+    def initializer(*args, **kwargs):
+        warnings.warn(f"`nn.init.{old}` is now deprecated in favor of `nn.init.{new.__name__}`.",
+                      FutureWarning, stacklevel=2)
+        return new(*args, **kwargs)
+    initializer.__name__ = initializer.__qualname__ = old
+    initializer.__doc__ = f"Deprecated: use `{new.__name__}`."
+    return initializer
+
+
+uniform, normal, constant, eye, dirac, xavier_uniform, xavier_normal, kaiming_uniform, \
+    kaiming_normal, orthogonal = map(_deprecated, (
+        uniform_, normal_, constant_, eye_, dirac_, xavier_uniform_, xavier_normal_,
+        kaiming_uniform_, kaiming_normal_, orthogonal_))

@@ -28,8 +28,8 @@ def _norm_key(key, ndim):
     for k in key:
         if isinstance(k, Tensor):
             k = k._data
-        elif isinstance(k, list):
-            k = np.asarray(k)
+        elif isinstance(k, (list, range)):  # torch indexes with any sequence of ints
+            k = np.asarray(k, dtype=np.intp if len(k) == 0 else None)
         if backend.is_array(k):
             if k.dtype == np.bool_:
                 out.extend(np.nonzero(k)) if k.ndim else out.append(k)
@@ -81,8 +81,8 @@ def _selects_by_mask(key):
     for k in key if isinstance(key, tuple) else (key,):
         if isinstance(k, Tensor):
             k = k._data
-        elif isinstance(k, list):
-            k = np.asarray(k)
+        elif isinstance(k, (list, range)):  # torch indexes with any sequence of ints
+            k = np.asarray(k, dtype=np.intp if len(k) == 0 else None)
         if getattr(k, "dtype", None) == np.bool_ and getattr(k, "ndim", 0) > 0:
             return True
     return False
@@ -207,6 +207,16 @@ def _checked_index(x, dim, index, who):
     return idx, d
 
 
+def _one_element_index(x, index, src):
+    """torch scatters into a 1-d tensor with a 0-d index (and a 0-d src) as if both
+    were 1-d with one element: the one-hot idiom `zeros(10).scatter_(0, tensor(y), 1)`."""
+    if isinstance(index, Tensor) and index.ndim == 0 and x.ndim == 1:
+        index = index.reshape(1)
+        if isinstance(src, Tensor) and src.ndim == 0:
+            src = src.reshape(1)
+    return index, src
+
+
 def _leading(arr, shape, d=None):
     """arr's leading block of `shape` (all of dim `d`): where gather reads and
     scatter writes."""
@@ -283,6 +293,7 @@ def scatter(x, dim, index, src=None, *, value=None):
     tensor([[0., 0., 1.],
             [1., 0., 0.]])
     """
+    index, src = _one_element_index(x, index, src)
     idx, d = _checked_index(x, dim, index, "scatter")
     if (src is None) == (value is None):
         raise TypeError("scatter() received an invalid combination of arguments: give the values "
@@ -318,6 +329,7 @@ def scatter_add(x, dim, index, src):
     >>> jitgrad.zeros(3).scatter_add(0, jitgrad.tensor([0, 0, 2]), jitgrad.ones(3))
     tensor([2., 0., 1.])
     """
+    index, src = _one_element_index(x, index, src)
     idx, d = _checked_index(x, dim, index, "scatter_add")
     if not isinstance(src, Tensor):
         raise TypeError(f"scatter_add(): argument 'src' (position 3) must be Tensor, not "

@@ -9,6 +9,7 @@ from . import formulas as E
 from . import inplace as I
 from . import (compare, convert, creation, einsum, indexing, join, legacy, linalg, nn, rearrange,
                reduce, rounding, sorting, triangular, views)
+from .keywords import accept_aliases
 from .registry import API_BUILT, OPS, REGISTRY, Arg, Sample, op
 
 # ---- functions with torch's extra arguments -----------------------------------------------
@@ -306,7 +307,7 @@ def _for_trace(name, fn):
 def attach():
     for table in (_method_table(), _conversions(), _operators()):
         for name, fn in table.items():
-            setattr(Tensor, name, _for_trace(name, fn))
+            setattr(Tensor, name, accept_aliases(_for_trace(name, fn), name))
     Tensor.T = property(views.T)
     Tensor.mT = property(lambda x: views.transpose(x, -2, -1))
     Tensor.__hash__ = object.__hash__

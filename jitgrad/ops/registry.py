@@ -8,6 +8,7 @@ their test samples.
 """
 from .._trace import traced
 from ..kernels import cache as _cache
+from .keywords import beneath
 from .pointwise import ElementwiseOp, call
 from ..tensor import Tensor
 from .record import OpDef
@@ -142,7 +143,7 @@ def unregister(name):
     FUNCTIONS.pop(name, None)
     BATCH_RULES.pop(name, None)
     for n in d.methods if d is not None else ():
-        if getattr(Tensor, n, None) is d.function:
+        if beneath(getattr(Tensor, n, None)) is d.function:
             delattr(Tensor, n)
 
 

@@ -402,6 +402,16 @@ def test_modules_move_and_state_dict_comes_back_to_the_host(tmp_path):
     assert not lin.weight.is_cuda
 
 
+@needs_cuda
+def test_a_state_dict_loads_into_a_module_on_the_other_device():
+    gpu, cpu = nn.Linear(3, 2).cuda(), nn.Linear(3, 2)
+    cpu.load_state_dict(gpu.state_dict())
+    assert not cpu.weight.is_cuda and jitgrad.equal(cpu.weight, gpu.weight.cpu())
+    cpu.weight.data.fill_(0.5)
+    gpu.load_state_dict(cpu.state_dict())
+    assert gpu.weight.is_cuda and gpu.weight.cpu().tolist() == [[0.5] * 3] * 2
+
+
 def test_import_does_not_load_the_cuda_stack():
     code = ("import sys, jitgrad; print(any(m == 'numba_cuda' or m.startswith('numba.cuda') "
             "or m.startswith('numba_cuda.') for m in sys.modules))")

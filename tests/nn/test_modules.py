@@ -10,6 +10,7 @@ from collections import OrderedDict
 import numpy as np
 import pytest
 
+import helpers
 import jitgrad
 from jitgrad import nn
 
@@ -598,6 +599,12 @@ def near(value, target, rel=0.05):
      lambda v: np.abs(v).max() <= math.sqrt(6 / 200)),
     ("kaiming_normal_", dict(mode="fan_out"),  # leaky_relu gain with slope 0.01
      lambda v: near(v.std(), math.sqrt(2 / 1.0001) / 10)),
+    ("trunc_normal_", dict(std=2.0, a=-1.0, b=3.0),
+     lambda v: v.min() >= -1 and v.max() <= 3 and near(v.mean(), 0.713, rel=0.05)),
+    ("eye_", {}, lambda v: np.array_equal(v, np.eye(100, 200))),
+    ("orthogonal_", dict(gain=2.0), lambda v: np.allclose(v @ v.T, 4 * np.eye(100), atol=1e-4)),
+    ("sparse_", dict(sparsity=0.3, std=0.5),
+     lambda v: np.all((v == 0).sum(0) >= 30) and near(v[v != 0].std(), 0.5)),
 ])
 def test_init_functions(name, kwargs, check):
     jitgrad.manual_seed(5)
@@ -606,6 +613,33 @@ def test_init_functions(name, kwargs, check):
     out = getattr(nn.init, name)(w, **kwargs)  # in place on a leaf that requires grad
     assert out is w and w._version == v0 + 1 and w.grad_fn is None and w.requires_grad
     assert check(w.detach().numpy().astype(np.float64))
+
+
+def test_init_shapes_and_values_match_torch():
+    torch = helpers.require_torch()
+    for fn in (lambda L: L.nn.init.dirac_(L.empty(4, 2, 3), groups=2),
+               lambda L: L.nn.init.dirac_(L.empty(3, 5, 3, 3)),
+               lambda L: L.nn.init.eye_(L.empty(2, 4))):
+        np.testing.assert_array_equal(fn(jitgrad).numpy(), fn(torch).numpy())
+    w = nn.init.orthogonal_(jitgrad.empty(3, 2, 2)).flatten(1)
+    np.testing.assert_allclose((w @ w.T).numpy(), np.eye(3), atol=1e-5)
+    for fn in (lambda L: L.nn.init.eye_(L.empty(3)), lambda L: L.nn.init.orthogonal_(L.empty(3)),
+               lambda L: L.nn.init.dirac_(L.empty(3, 3)),
+               lambda L: L.nn.init.dirac_(L.empty(3, 2, 2), groups=2),
+               lambda L: L.nn.init.sparse_(L.empty(3), 0.5)):
+        e_jg, e_th = raised(lambda: fn(jitgrad)), raised(lambda: fn(torch))
+        assert type(e_jg) is type(e_th) and str(e_jg) == str(e_th)
+
+
+def test_init_names_without_underscore_warn_and_fill():
+    # torch's pre-0.4 spellings, still in old tutorials
+    jitgrad.manual_seed(0)
+    with pytest.warns(FutureWarning, match="`nn.init.xavier_uniform` is now deprecated in favor "
+                                           "of `nn.init.xavier_uniform_`"):
+        w = nn.init.xavier_uniform(jitgrad.empty(3, 4), gain=2.0)
+    assert w.abs().max().item() <= 2 * math.sqrt(6 / 7)
+    with pytest.warns(FutureWarning):
+        assert nn.init.constant(jitgrad.empty(2), 0.5).tolist() == [0.5, 0.5]
 
 
 def test_init_zero_element_warns():

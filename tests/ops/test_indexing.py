@@ -24,6 +24,11 @@ from helpers import same_as_torch
     lambda L: L.zeros(2, 3).scatter(1, L.tensor([0, 1]), 2.0),
     lambda L: L.zeros(2, 3).scatter(1, L.tensor([[0, 1]]), L.ones(2, 3, dtype=L.float64)),
     lambda L: L.zeros(2, 3).scatter_add(1, L.tensor([[0, 1]]), 1.0),
+    # a 0-d index into a 1-d tensor: the one-hot idiom of torch's data tutorial
+    lambda L: L.zeros(10, dtype=L.float).scatter_(0, L.tensor(3), value=1),
+    lambda L: L.zeros(4).scatter(0, L.tensor(1), L.tensor(2.0)),
+    lambda L: L.zeros(4).scatter_add(0, L.tensor(3), L.tensor(2.0)),
+    lambda L: L.zeros(2, 3).scatter(1, L.tensor(1), 5.0),
 ])
 def test_matches_torch(call):
     same_as_torch(call)
@@ -105,3 +110,16 @@ def test_masked_select_gradient():
 ])
 def test_index_add_fill_and_masked_scatter_match_torch(call):
     same_as_torch(call)
+
+
+@pytest.mark.parametrize("key", [
+    lambda L: (range(3), L.tensor([2, 0, 1])),  # "What is torch.nn really?"'s nll
+    lambda L: range(1, 3),
+    lambda L: (slice(None), range(0, 4, 2)),
+    lambda L: [],
+])
+def test_any_sequence_of_ints_indexes(key):
+    """torch takes a range (or an empty list) as an index, as it takes a list."""
+    same_as_torch(lambda L: L.arange(12.0).reshape(3, 4)[key(L)])
+    helpers.check_torch(lambda x: x[key(jitgrad)], lambda x: x[key(helpers.require_torch())],
+                        [(3, 4)], dtype="float64")

@@ -47,6 +47,7 @@ from .module import Module
 from .normalization import GroupNorm, LayerNorm
 from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d,
                       MaxPool2d)
+from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNNCell, RNNCellBase
 from .sparse import Embedding
 
 __all__ = ["Module", "Linear", "Identity", "Flatten", "Unflatten", "Embedding",
@@ -60,4 +61,5 @@ __all__ = ["Module", "Linear", "Identity", "Flatten", "Unflatten", "Embedding",
            "BCEWithLogitsLoss", "KLDivLoss", "NLLLoss", "CrossEntropyLoss", "MarginRankingLoss",
            "TripletMarginLoss", "CosineEmbeddingLoss", "CosineSimilarity", "PairwiseDistance",
            "Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d",
-           "AdaptiveAvgPool1d", "AdaptiveAvgPool2d"]
+           "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "RNNBase", "RNN", "LSTM", "GRU",
+           "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]

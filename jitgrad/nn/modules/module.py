@@ -6,7 +6,7 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from ... import dtypes as _dt
+from ... import backend, dtypes as _dt
 from ..._node import RemovableHandle, _handle_ids
 from ..._trace import graph_break, guard, traced
 from ...autograd.grad_mode import no_grad
@@ -505,7 +505,8 @@ class Module:
                 else:
                     module._buffers[name] = src
             else:
-                np.copyto(t._data, arr, casting="unsafe")
+                # a checkpoint saved on another device loads as torch's does: copied across
+                np.copyto(t._data, backend.move(arr, t.device.type), casting="unsafe")
                 t._vc[0] += 1
         return _IncompatibleKeys(missing, unexpected)
 
