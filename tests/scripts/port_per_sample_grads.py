@@ -55,5 +55,6 @@ def main(torch, workdir):
     ft_per_sample_grads = ft_compute_sample_grad(params, buffers, data, targets)
     for per_sample_grad, ft_per_sample_grad in zip(sample_grads, ft_per_sample_grads.values()):
         assert torch.allclose(per_sample_grad, ft_per_sample_grad, atol=3e-3, rtol=1e-5)
-    return dict(looped=[g.sum(0) for g in sample_grads],
-                vmapped=[g.sum(0) for g in ft_per_sample_grads.values()])
+    # one flat vector each: the parameters' gradients have different shapes
+    return dict(looped=torch.cat([g.sum(0).flatten() for g in sample_grads]),
+                vmapped=torch.cat([g.sum(0).flatten() for g in ft_per_sample_grads.values()]))
