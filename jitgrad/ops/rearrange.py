@@ -141,8 +141,10 @@ def unfold(x, dimension, size, step):
         return getitem(reshape(x, (1,)), slice(0, size))
     windows = (n - size) // step + 1
     starts = np.arange(windows, like=x._data) * step
-    index = starts[:, None] + np.arange(size, like=x._data)
-    picked = getitem(x, (slice(None),) * d + (index,))  # dim d becomes (windows, size)
+    index = (starts[:, None] + np.arange(size, like=x._data)).reshape(-1)
+    shape = x._data.shape
+    picked = reshape(getitem(x, (slice(None),) * d + (index,)),
+                     shape[:d] + (windows, size) + shape[d + 1:])
     nd = picked._data.ndim
     return permute(picked, [k for k in range(nd) if k != d + 1] + [d + 1])
 
