@@ -167,6 +167,19 @@ def take_along_axis(arr, indices, axis):
     return out
 
 
+def _take_axis(a, key):
+    """The axis of the one 1-D integer array in a key of it and full slices (a[:, idx]
+    is np.take(a, idx, axis=1)), or None."""
+    if not isinstance(key, tuple) or len(key) > a.ndim:
+        return None
+    arrays = [d for d, k in enumerate(key) if not (isinstance(k, slice) and k == slice(None))]
+    if len(arrays) != 1:
+        return None
+    k = key[arrays[0]]
+    return arrays[0] if isinstance(k, DeviceArray) and k.dtype.kind in "iu" and k.ndim == 1 \
+        else None
+
+
 @implements("getitem")
 def getitem(a, key):
     """a[key] for a key that is not basic indexing: gather kernels where
@@ -178,6 +191,9 @@ def getitem(a, key):
         out = empty(shape, a.dtype)
         _indexed("gather", out, index, view, dim)
         return out
+    axis = _take_axis(a, key)
+    if axis is not None:
+        return _take(a, key[axis], axis)
     return host_call("getitem", lambda arr, k: arr[k], (a, key), {})
 
 

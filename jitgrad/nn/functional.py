@@ -13,7 +13,7 @@ from ..ops import indexing, linalg, views
 from ..ops import conv as _conv, pooling as _pooling
 from ..ops import reduce as reductions
 from ..ops import nn as _softmax_ops
-from ..ops.creation import rand
+from ..ops.creation import as_tensor, rand
 from ..ops.inplace import inplace_elementwise
 from ..ops.registry import Arg, Sample, op
 from ..tensor import Tensor, on_device, wrap_dim
@@ -733,9 +733,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     # the query is scaled before the product, as torch's kernels do: fewer overflows
     query = query * (1 / math.sqrt(query.shape[-1]) if scale is None else scale)
     scores = linalg.matmul(query, views.transpose(key, -2, -1))
-    if is_causal:
-        causal = np.tril(np.ones((query.shape[-2], key.shape[-2]), np.bool_))
-        attn_mask = Tensor(on_device(causal, query.device))
+    if is_causal:  # a constant of the shapes: a jitgrad.compile trace records the call
+        attn_mask = as_tensor(np.tril(np.ones((query.shape[-2], key.shape[-2]), np.bool_)),
+                              device=query.device)
     if attn_mask is not None:
         if attn_mask.dtype.is_floating_point:
             scores = scores + attn_mask
@@ -750,15 +750,28 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 # ---- embedding ----------------------------------------------------------------------------------
 
 def _embedding_backward(node, g):
-    weight_shape, index, scale = node._attrs
-    rows = views.reshape(g, (-1, weight_shape[1]))
-    if scale is not None:
-        rows = rows * views.unsqueeze(scale, 1)
-    return (indexing.index_put_zeros(rows, weight_shape, (index,)),)
+    weight_shape, input, padding_idx, by_freq = node._attrs
+    if padding_idx is not None or by_freq:
+        g = g * views.unsqueeze(_row_grad_scale(input, weight_shape[0], padding_idx, by_freq,
+                                                g._data.dtype), -1)
+    return (indexing.index_put_zeros(g, weight_shape, (input,)),)
+
+
+@traced  # recorded: a jitgrad.compile replay computes it from that call's indices
+def _row_grad_scale(input, n, padding_idx, by_freq, dtype):
+    """The factor of each picked row's gradient: 0 at `padding_idx`, and 1 / (how often
+    its index occurs) with scale_grad_by_freq."""
+    host = input.cpu()._data
+    s = np.ones(host.shape, dtype)
+    if by_freq:
+        s /= np.bincount(host.reshape(-1), minlength=n)[host]
+    if padding_idx is not None:
+        s[host == padding_idx] = 0
+    return Tensor(on_device(s, input.device))
 
 
 def _embedding_jvp(b, out, inputs, attrs, tangent):
-    weight_shape, index, _ = attrs
+    index = views.reshape(attrs[1], (-1,))
     return views.reshape(indexing.index_select(tangent, b.dim(0), index), b.shape(out.shape))
 
 
@@ -794,18 +807,11 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         raise IndexError("index out of range in self")
     if max_norm is not None:
         _embedding_renorm_(weight, np.unique(host), max_norm, norm_type)
-    scale = None
-    if padding_idx is not None or scale_grad_by_freq:
-        s = np.ones(host.shape, weight._data.dtype)
-        if scale_grad_by_freq:
-            s /= np.bincount(host, minlength=n)[host]
-        if padding_idx is not None:
-            s[host == padding_idx] = 0
-        scale = Tensor(on_device(s, weight.device))
     with _state.grad_disabled():
         out = views.reshape(indexing.index_select(weight, 0, index),
                             tuple(input.shape) + (weight.shape[1],))
-    return embedding.op.emit(out, (weight,), (tuple(weight.shape), index, scale))
+    return embedding.op.emit(out, (weight,), (tuple(weight.shape), input, padding_idx,
+                                              scale_grad_by_freq))
 
 
 def _embedding_renorm_(weight, rows, max_norm, norm_type):

@@ -2,6 +2,7 @@
 them is differentiable (bool results), as in torch."""
 import numpy as np
 
+from .._trace import graph_break
 from ..errors import size_mismatch
 from ..tensor import Tensor, asarray
 from .legacy import scalar_type
@@ -75,6 +76,7 @@ def allclose(x, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     >>> jitgrad.allclose(jitgrad.ones(3), jitgrad.ones(3) + 1e-9)
     True
     """
+    graph_break("allclose() hands a comparison of tensors' values to Python (a bool)")
     a, b = _closeness_operands(x, other, rtol, atol, "allclose")
     return bool(np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
@@ -91,6 +93,7 @@ def equal(x, other):
     if not isinstance(other, Tensor):
         raise TypeError(f"equal(): argument 'other' (position 2) must be Tensor, not "
                         f"{type(other).__name__}")
+    graph_break("equal() hands a comparison of tensors' values to Python (a bool)")
     return x._data.shape == other._data.shape and bool(np.array_equal(x._data, other._data))
 
 

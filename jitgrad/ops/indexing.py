@@ -389,6 +389,8 @@ def nonzero(x, *, as_tuple=False):
     tensor([[0, 1],
             [1, 0]])
     """
+    graph_break("nonzero (argwhere, where(condition)): the result's shape depends on how "
+                "many elements are nonzero")
     d = x._data
     found = [i.astype(np.int64) for i in np.nonzero(d.reshape(d.shape or (1,)))]
     if as_tuple:

@@ -1,12 +1,13 @@
 """Rearranging copies: roll, repeat, tile, repeat_interleave, unfold,
 meshgrid. Each is linear in its input; the backward undoes the move (roll
-back) or sums the copies (repeat; the others through index_select/expand)."""
+back) or sums the copies (repeat; the others through indexing/expand)."""
 import numpy as np
 
+from .._trace import graph_break
 from ..tensor import Tensor, wrap_dim
 from .reduce import sum as _sum
 from .registry import Arg, Dims, Sample, op
-from .indexing import index_select
+from .indexing import getitem
 from .join import stack
 from .views import _as_shape, permute, reshape
 
@@ -105,6 +106,9 @@ def repeat_interleave(x, repeats=None, dim=None, *, output_size=None):
     >>> jitgrad.tensor([1, 2]).repeat_interleave(2)
     tensor([1, 1, 2, 2])
     """
+    if repeats is None or isinstance(repeats, Tensor):
+        graph_break("repeat_interleave with a tensor of repeats: the result's shape depends "
+                    "on the counts' values (an int `repeats` keeps it fixed)")
     if repeats is None:  # repeat_interleave(counts): 0 counts[0] times, 1 counts[1] times, ...
         counts = x._data
         return Tensor(np.repeat(np.arange(counts.shape[0], like=counts), counts))
@@ -112,9 +116,8 @@ def repeat_interleave(x, repeats=None, dim=None, *, output_size=None):
         x, dim = reshape(x, -1), 0
     d = wrap_dim(dim, x._data.ndim)
     counts = repeats._data if isinstance(repeats, Tensor) else int(repeats)
-    n = x._data.shape[d]
-    index = Tensor(np.repeat(np.arange(n, like=x._data), counts))
-    return index_select(x, d, index)
+    index = np.repeat(np.arange(x._data.shape[d], like=x._data), counts)
+    return getitem(x, (slice(None),) * d + (index,))
 
 
 @op(method=True, vmap=Dims("dimension"), samples=(Sample(Arg(2, 7), 1, 3, 2), Sample(Arg(5), 0, 2, 1)))
@@ -134,11 +137,14 @@ def unfold(x, dimension, size, step):
         raise RuntimeError(f"maximum size for tensor at dimension {d} is {n} but size is {size}")
     if step <= 0:
         raise RuntimeError(f"step is {step} but must be > 0")
+    if x._data.ndim == 0:  # torch: the one element, as a window of `size` (0 or 1)
+        return getitem(reshape(x, (1,)), slice(0, size))
     windows = (n - size) // step + 1
     starts = np.arange(windows, like=x._data) * step
-    index = Tensor((starts[:, None] + np.arange(size, like=x._data)).reshape(-1))
+    index = (starts[:, None] + np.arange(size, like=x._data)).reshape(-1)
     shape = x._data.shape
-    picked = reshape(index_select(x, d, index), shape[:d] + (windows, size) + shape[d + 1:])
+    picked = reshape(getitem(x, (slice(None),) * d + (index,)),
+                     shape[:d] + (windows, size) + shape[d + 1:])
     nd = picked._data.ndim
     return permute(picked, [k for k in range(nd) if k != d + 1] + [d + 1])
 

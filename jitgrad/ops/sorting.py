@@ -5,6 +5,7 @@ import collections
 
 import numpy as np
 
+from .._trace import graph_break
 from ..tensor import Tensor, asarray, ascontiguous, wrap_dim
 from .legacy import scalar_type
 from .reduce import scatter_to_indices, take_at_indices
@@ -99,6 +100,7 @@ def unique(x, sorted=True, return_inverse=False, return_counts=False, dim=None):
     >>> jitgrad.tensor([3, 1, 3]).unique(return_counts=True)
     (tensor([1, 3]), tensor([1, 2]))
     """
+    graph_break("unique: the result's shape depends on how many distinct values there are")
     d = x._data
     axis = None if dim is None else wrap_dim(dim, d.ndim)
     values, inverse, counts = np.unique(d, return_inverse=True, return_counts=True, axis=axis)
@@ -126,6 +128,7 @@ def bincount(x, weights=None, minlength=0):
                                   "bincount counts integers")
     if d.ndim != 1 or (d.size and d.min() < 0):
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    graph_break("bincount: the result's length depends on the largest value")
     w = None if weights is None else weights._data
     counts = np.bincount(d, w, minlength)
     return Tensor(counts.astype(np.int64 if w is None else w.dtype))

@@ -43,11 +43,13 @@ def triu(x, diagonal=0):
 
 
 def _diagonal_key(n_rows, n_cols, offset, like):
-    """Row and column indices of the `offset`-th diagonal of an n_rows x n_cols matrix."""
+    """Row and column indices of the `offset`-th diagonal of an n_rows x n_cols matrix,
+    as arrays: a constant key, which a jitgrad.compile trace records with the indexing
+    call (they depend on shapes only)."""
     start_row, start_col = max(-offset, 0), max(offset, 0)
     n = max(min(n_rows - start_row, n_cols - start_col), 0)
     steps = np.arange(n, like=like)
-    return Tensor(steps + start_row), Tensor(steps + start_col)
+    return steps + start_row, steps + start_col
 
 
 @op(method=True, export=True, samples=(Sample(Arg(3, 4)), Sample(Arg(2, 3, 4), 1, 0, 2)))

@@ -4,27 +4,26 @@ whole step (backward() inside the compiled function)."""
 import pytest
 
 import jitgrad
-from jitgrad.ops.registry import FUNCTIONS, REGISTRY, call
+from jitgrad.ops.registry import FUNCTIONS, OPS, REGISTRY, Arg, Sample, call
 
 from compile_helpers import CALLS, MODE, assert_grads, assert_same_results, loss_of, twins
 from registry_cases import PUBLIC, function_samples, op_sample
 
 # Samples whose capture must break, with (a part of) the reason: they still give
 # eager's results, run eagerly.
-UNRECORDED = "made by a call the tracer does not record"
 BREAKS = {
-    # the result's shape depends on the mask's values: no fixed program fits every call
+    # the result's shape depends on values: no fixed program fits every call
     ("getitem", 3): "indexing with a boolean mask",
     ("masked_select", 0): "indexing with a boolean mask",
     ("masked_select", 1): "indexing with a boolean mask",
     ("masked_scatter", 0): "indexing with a boolean mask",
-    # Known gaps: these ops build index or mask tensors from numpy arrays rather than
-    # with recorded calls, so a trace cannot replay them (a break: eager results).
-    **{key: UNRECORDED for key in (
-        ("diag", 0), ("diag", 1), ("diag", 2), ("diagonal", 0), ("diagonal", 1),
-        ("einsum", 2), ("nn.functional.embedding", 0),
-        ("nn.functional.scaled_dot_product_attention", 1), ("repeat_interleave", 0),
-        ("repeat_interleave", 1), ("trace", 0), ("unfold", 0), ("unfold", 1))},
+    ("nonzero", "mask"): "nonzero (argwhere, where(condition)): the result's shape depends",
+    ("unique", "counts"): "unique: the result's shape depends",
+    ("bincount", "ints"): "bincount: the result's length depends",
+    ("repeat_interleave", "tensor repeats"): "repeat_interleave with a tensor of repeats",
+    # a Python bool that the function may branch on
+    ("equal", "floats"): "equal() hands a comparison of tensors' values to Python",
+    ("allclose", "floats"): "allclose() hands a comparison of tensors' values to Python",
 }
 
 
@@ -95,6 +94,46 @@ def test_elementwise_op_compiled_matches_eager(name, case, mode):
 def test_function_sample_compiled_matches_eager(name, i, mode):
     fn, samples = FUNCTIONS[name]
     MODES[mode](fn, samples[i], (name, i))
+
+
+# Calls beyond the registry samples whose capture is asked for (or whose break is)
+EXTRA_SAMPLES = {
+    ("nn.functional.embedding", "padding_idx"): Sample(
+        Arg(2, 3, high=6, kind="int"), Arg(6, 4), padding_idx=2),
+    ("nn.functional.embedding", "scale_grad_by_freq"): Sample(
+        Arg(3, 4, high=3, kind="int"), Arg(5, 2), padding_idx=0, scale_grad_by_freq=True),
+    ("repeat_interleave", "tensor repeats"): Sample(Arg(2, 3), Arg(3, high=3, kind="int"), dim=1),
+    ("nonzero", "mask"): Sample(Arg(3, 4, kind="bool")),
+    ("unique", "counts"): Sample(Arg(6, high=3, kind="int"), return_counts=True),
+    ("bincount", "ints"): Sample(Arg(6, high=4, kind="int")),
+    ("equal", "floats"): Sample(Arg(3), Arg(3)),
+    ("allclose", "floats"): Sample(Arg(3), Arg(3)),
+    ("unfold", "0-d"): Sample(Arg(), 0, 1, 1),
+}
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+@pytest.mark.parametrize("key", list(EXTRA_SAMPLES), ids=str)
+def test_more_calls_compiled_match_eager(key, mode):
+    MODES[mode](OPS[key[0]].function, EXTRA_SAMPLES[key], key)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: (x.nonzero().double() * 2).sum() + x.sum(),
+    lambda x: (jitgrad.where(x > 0.5)[0] * x.sum()).sum(),
+    lambda x: x.long().bincount().double() * 2,
+    lambda x: x.unique() * 2 + 1,
+    lambda x: (x.repeat_interleave(x.long()) * 2).sum(),
+    lambda x: x * 2 if jitgrad.equal(x, x.round()) else x * 3,
+    lambda x: x * 2 if x.allclose(x.round()) else x * 3,
+], ids=["nonzero", "where", "bincount", "unique", "repeat_interleave", "equal", "allclose"])
+def test_calls_that_depend_on_values_follow_them(fn):
+    """Later calls with other values (other result shapes, other branches) give
+    eager's results."""
+    compiled = jitgrad.compile(fn, mode=MODE)
+    for values in ([1.0, 0.0, 2.0], [1.0, 0.0, 2.0], [0.0, 0.25, 1.0], [3.0, 3.0, 3.0]):
+        x = jitgrad.tensor(values)
+        assert_same_results(compiled(x), fn(x), str(values))
 
 
 def test_compiled_result_keeps_the_eager_graph_shape():

@@ -138,6 +138,18 @@ def test_gather_and_scatter_add_backward(device):
     _close(z, tz)
 
 
+def test_indexing_one_dim_after_full_slices_gathers_on_the_device(device):
+    """x[:, idx] (what unfold and repeat_interleave pick with) is a gather kernel."""
+    th = helpers.require_torch()
+    x, tx = _pair(helpers.rng_for("take").standard_normal((3, 5)).astype(np.float32), device)
+    idx = np.array([4, 0, 0, 2])
+    before = jitgrad.cuda.host_fallbacks() if device == "cuda" else None
+    _close(x[:, jitgrad.tensor(idx, device=device)], tx[:, th.tensor(idx)])
+    _close(x.unfold(1, 2, 2), tx.unfold(1, 2, 2))
+    if device == "cuda":
+        assert jitgrad.cuda.host_fallbacks() == before
+
+
 def test_softmax_cross_entropy_layer_norm(device):
     th = helpers.require_torch()
     F, tF = jitgrad.nn.functional, th.nn.functional

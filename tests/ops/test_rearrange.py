@@ -57,6 +57,8 @@ def test_repeat_interleave_gradient():
     lambda L: L.arange(7.0).reshape(1, 7).unfold(1, 3, 2), lambda L: L.arange(5).unfold(0, 2, 1),
     lambda L: L.arange(24).reshape(2, 3, 4).unfold(1, 2, 1),
     lambda L: L.arange(5).unfold(0, 6, 1), lambda L: L.arange(5).unfold(0, 2, 0),
+    lambda L: L.tensor(3.0).unfold(0, 1, 2), lambda L: L.tensor(3.0).unfold(0, 0, 1),
+    lambda L: L.arange(5.0).unfold(0, 0, 2),
     lambda L: L.meshgrid(L.tensor([1, 2]), L.tensor([5, 6, 7]), indexing="ij"),
     lambda L: L.meshgrid([L.tensor([1, 2]), L.tensor([5, 6, 7]), L.tensor([0])], indexing="xy"),
     lambda L: L.meshgrid(L.tensor([1, 2]), indexing="xy"),
