@@ -46,7 +46,7 @@ def accept_aliases(fn, name):
 
     @functools.wraps(fn)
     def function(*args, **kwargs):
-        if kwargs:
+        if kwargs and ("axis" in kwargs or "keepdims" in kwargs):  # the common call: no lookup
             kwargs = _renamed(name, kwargs)
         return fn(*args, **kwargs)
     return keyword_layer(function, fn)
