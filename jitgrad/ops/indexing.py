@@ -116,10 +116,13 @@ def _getitem_batched(b, x, key):
              Sample(Arg(4, 5), (Ellipsis, None, slice(None, None, 2))),
              Sample(Arg(4, 5), Arg(3, high=4, kind="int")), Sample(Arg(4, 5), Arg(4, 5, kind="bool"))))
 def getitem(x, key):
-    if TRACE[0] is not None and _selects_by_mask(key):
-        graph_break("indexing with a boolean mask: the result's shape depends on the mask's "
-                    "values (use jitgrad.where or masked_fill to keep the shape)")
-    k, advanced = _norm_key(key, x._data.ndim)
+    if type(key) is int:  # x[i], the commonest index: numpy takes it as it is
+        k, advanced = key, False
+    else:
+        if TRACE[0] is not None and _selects_by_mask(key):
+            graph_break("indexing with a boolean mask: the result's shape depends on the mask's "
+                        "values (use jitgrad.where or masked_fill to keep the shape)")
+        k, advanced = _norm_key(key, x._data.ndim)
     try:
         arr = x._data[k]
     except IndexError as e:
@@ -129,7 +132,7 @@ def getitem(x, key):
         name = "IndexBackward0"
     else:
         out = make_view(x, arr, getitem, (key,))
-        ints = all(isinstance(i, (int, np.integer)) for i in k)
+        ints = k is key or all(isinstance(i, (int, np.integer)) for i in k)
         name = "SelectBackward0" if ints else "SliceBackward0"
     return getitem.op.emit(out, (x,), (x._data.shape, key), node=name)
 
