@@ -114,6 +114,9 @@ def describe(arr):
     return f"jitgrad.{_dt.from_np(arr.dtype).name} [{', '.join(map(str, arr.shape))}]"
 
 
+_engine_backward = None  # autograd.engine.backward, once Tensor.backward first runs
+
+
 class Tensor:
     __slots__ = ("_data", "_rg", "grad_fn", "output_nr", "_vc", "_base", "_view_chain",
                  "_grad_value", "_hooks", "_post_hooks", "_retains_grad", "_accum", "_inference",
@@ -122,11 +125,14 @@ class Tensor:
     __array_priority__ = 1000
 
     def __init__(self, data, requires_grad=False):
-        if type(data) is not np.ndarray and not backend.is_array(data):
-            # numpy scalars (e.g. a full reduction) keep their dtype; Python data
+        if type(data) is not np.ndarray:
+            # numpy scalars (e.g. a full reduction, any ufunc on 0-d arrays) keep
+            # their dtype, tested first as they are the common case; Python data
             # takes the default float dtype, as torch.Tensor(data) does.
-            data = np.asarray(data) if isinstance(data, np.generic) else \
-                np.array(data, dtype=_dt.get_default_dtype().np)
+            if isinstance(data, np.generic):
+                data = np.asarray(data)
+            elif not backend.is_array(data):
+                data = np.array(data, dtype=_dt.get_default_dtype().np)
         self._data = data
         self._rg = requires_grad
         self.grad_fn = None
@@ -354,9 +360,11 @@ class Tensor:
 
     # ---- autograd entry points ---------------------------------------------------
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        from .autograd.engine import backward  # the engine sits above the tensor layer
-        backward((self,), None if gradient is None else (gradient,), retain_graph, create_graph,
-                 inputs=inputs)
+        global _engine_backward
+        if _engine_backward is None:  # the engine sits above the tensor layer: imported once
+            from .autograd.engine import backward as _engine_backward
+        _engine_backward((self,), None if gradient is None else (gradient,), retain_graph,
+                         create_graph, inputs=inputs)
 
     def detach(self):
         t = Tensor(self._data)

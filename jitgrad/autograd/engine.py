@@ -19,7 +19,7 @@ from .._node import (AccumulateGrad, GradientEdge, GraphTask, count_dependencies
 from .anomaly_mode import run_checked
 from .fusion import FusedGroup, plan
 from ..dtypes import from_np
-from ..kernels import quiet
+from ..kernels import ERRSTATE, QUIET, quiet
 from ..kernels.cpu import end_step
 from ..ops.convert import to_device
 from ..ops.views import sum_to_size
@@ -70,7 +70,8 @@ def _make_roots(outputs, grads, who):
 def _filled(meta, fill):
     """`fill(shape, dtype)` (np.ones or np.zeros) as a tensor on the device of `meta`."""
     shape, dtype, array_type = meta
-    return Tensor(on_device(fill(shape, dtype), device_for(array_type)))
+    arr = fill(shape, dtype)
+    return Tensor(arr if array_type is np.ndarray else on_device(arr, device_for(array_type)))
 
 
 def _normalize(tensors):
@@ -202,7 +203,11 @@ def _add(a, b):
 
 
 def _array_add(a, b):
-    return Tensor(quiet(np.add, a._data, b._data))  # inf + -inf is nan, quietly (as torch)
+    token = ERRSTATE.set(QUIET)  # inf + -inf is nan, quietly (as torch)
+    try:
+        return Tensor(np.add(a._data, b._data))
+    finally:
+        ERRSTATE.reset(token)
 
 
 def _call_tensor_hooks(hooks, g):

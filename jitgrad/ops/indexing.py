@@ -7,6 +7,7 @@ from .. import backend
 from .._trace import TRACE, graph_break
 from ..tensor import Tensor, asarray, ascontiguous, wrap_dim
 from .legacy import scalar_type
+from .record import records_nothing
 from .registry import Arg, Dims, Sample, op
 from .views import make_view, sum_to_size
 
@@ -63,17 +64,24 @@ def _scatter_backward(node, g):
 def index_put_zeros(g, shape, key):
     """zeros(shape) with `g` added at `key` (duplicates accumulate): the backward
     of indexing, itself differentiable (its backward is indexing)."""
-    arr = np.zeros(shape, g._data.dtype, like=g._data)
+    return index_put_zeros.op.emit(Tensor(_scattered(g._data, shape, key)), (g,), (shape, key))
+
+
+def _scattered(g, shape, key):
+    """zeros(shape) with array `g` added at `key`."""
+    arr = np.zeros(shape, g.dtype, like=g)
     k, advanced = _norm_key(key, len(shape))
     if advanced:
-        np.add.at(arr, k, g._data)
+        np.add.at(arr, k, g)
     else:
-        arr[k] = g._data
-    return index_put_zeros.op.emit(Tensor(arr), (g,), (shape, key))
+        arr[k] = g
+    return arr
 
 
 def _getitem_backward(node, g):
     shape, key = node._attrs
+    if records_nothing():  # index_put_zeros would only add its dispatch
+        return (Tensor(_scattered(g._data, shape, key)),)
     return (index_put_zeros(g, shape, key),)
 
 
@@ -108,10 +116,13 @@ def _getitem_batched(b, x, key):
              Sample(Arg(4, 5), (Ellipsis, None, slice(None, None, 2))),
              Sample(Arg(4, 5), Arg(3, high=4, kind="int")), Sample(Arg(4, 5), Arg(4, 5, kind="bool"))))
 def getitem(x, key):
-    if TRACE[0] is not None and _selects_by_mask(key):
-        graph_break("indexing with a boolean mask: the result's shape depends on the mask's "
-                    "values (use jitgrad.where or masked_fill to keep the shape)")
-    k, advanced = _norm_key(key, x._data.ndim)
+    if type(key) is int:  # x[i], the commonest index: numpy takes it as it is
+        k, advanced = key, False
+    else:
+        if TRACE[0] is not None and _selects_by_mask(key):
+            graph_break("indexing with a boolean mask: the result's shape depends on the mask's "
+                        "values (use jitgrad.where or masked_fill to keep the shape)")
+        k, advanced = _norm_key(key, x._data.ndim)
     try:
         arr = x._data[k]
     except IndexError as e:
@@ -121,7 +132,7 @@ def getitem(x, key):
         name = "IndexBackward0"
     else:
         out = make_view(x, arr, getitem, (key,))
-        ints = all(isinstance(i, (int, np.integer)) for i in k)
+        ints = k is key or all(isinstance(i, (int, np.integer)) for i in k)
         name = "SelectBackward0" if ints else "SliceBackward0"
     return getitem.op.emit(out, (x,), (x._data.shape, key), node=name)
 

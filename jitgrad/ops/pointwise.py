@@ -216,9 +216,7 @@ class ElementwiseNode(Node):
                         v = self._out.data(self)
                         args.append(v if v.dtype == kdt else v.astype(kdt))  # float16 out
                     r = fn(*args)
-                    if type(r) is not HOST_ARRAY and not backend.is_array(r):  # a numpy scalar
-                        r = np.asarray(r)
-                res.append(Tensor(r))
+                res.append(Tensor(r))  # a 0-d result (a numpy scalar) becomes an array there
         finally:
             ERRSTATE.reset(token)
         return res
