@@ -139,9 +139,9 @@ def _classify_acc(ins, meta):
     return ("acc", (g.shape, g.dtype), None) if g.size > SMALL_ELEMENTS else None
 
 
-def fused_executor(meta, instrs, keep, taken):
+def fused_executor(meta, instrs, keep, taken, plan=None, name="fused"):
     """The executor (see program.EXECUTORS): a Segment per run of large elementwise
-    work."""
+    work. `plan`, `name`: the Run class and executor name of another device's variant."""
     last = {}  # slot -> index of the last instruction that reads it
     for k, ins in enumerate(instrs):
         for r in ins.reads():
@@ -166,8 +166,7 @@ def fused_executor(meta, instrs, keep, taken):
         while b > a and kinds[b - 1][0] in GLUE:
             b -= 1
         if any(kinds[i][0] == "ew" for i in range(a, b)):
-            plan = Run(meta, instrs, kinds, a, b, keep, last)
-            yield Segment(a, b, plan, "fused")
+            yield Segment(a, b, (plan or Run)(meta, instrs, kinds, a, b, keep, last), name)
         k = j
 
 
@@ -212,7 +211,7 @@ class Run:
                 targets.append((lvl(src), key, "reduce", src, (out, detail, meta[out].shape)))
             elif kind == "fill":
                 level[out] = 0
-                glue.append((0, _filler(out, meta[out], detail)))
+                glue.append((0, self.filler(out, meta[out], detail)))
             elif kind == "scalar":
                 level[out] = max([lvl(("s", int(r))) for r in ins.reads()], default=0)
                 glue.append((level[out], python_step(ins)))
@@ -249,7 +248,7 @@ class Run:
                 for c, chunk in enumerate(chunks):
                     later = set(s for piece in chunks[c + 1:] for s in piece)
                     reads_later = set(r[1] for s in later for r in nodes[s][1] if r[0] == "v")
-                    launch = Launch(key, [nodes[s][:2] for s in chunk], chunk)
+                    launch = self.Launch(key, [nodes[s][:2] for s in chunk], chunk)
                     for s in chunk:
                         if s in reads_later and not outside(s):
                             launch.store(s, to_env=False)
@@ -263,7 +262,7 @@ class Run:
         # a temporary goes back to the pool after the last launch that reads it
         seen = set()
         for step in reversed(self.steps):
-            if type(step) is Launch:
+            if isinstance(step, Launch):
                 step.drop = [s for s in step.temp_reads if s not in seen]
                 seen.update(step.temp_reads)
                 # built now (in compile's worker thread), for gradients stored fresh;
@@ -273,7 +272,7 @@ class Run:
     def __call__(self, env):
         temps = {}
         for step in self.steps:
-            if type(step) is Launch:
+            if isinstance(step, Launch):
                 step(env, temps)
             else:
                 step(env)
@@ -416,20 +415,10 @@ class Launch:
             a = pool.empty(shape, kdt)
             stored.append(a)
             args.append(a.reshape(-1))
-        modes = ["="] * len(self.stores)
-        done = []
-        for ins, leaf in self.sinks:
-            var = env[leaf]
-            gv = var._grad_value
-            if gv is None or not self._adds_into(gv, args):
-                buf = pool.empty(shape, kdt)  # recycled: no page faults on first touch
-                modes.append("=")
-                done.append((ins, var, buf, gv is None and _plain_leaf(var)))
-            else:
-                buf = gv._data
-                modes.append("+=")
-                done.append((ins, var, gv, None))
-            args.append(buf.reshape(-1))
+        # pool.empty: recycled, no page faults on first touch
+        sink_modes, bufs, done = self.grad_buffers(env, args, pool.empty)
+        modes = ["="] * len(self.stores) + sink_modes
+        args += [b.reshape(-1) for b in bufs]
         nb = (n + BLOCK - 1) // BLOCK
         parts = [np.empty(nb, np.float64) for _ in self.reds]
         args += parts
@@ -442,15 +431,28 @@ class Launch:
         for (s, mean, out_shape), p in zip(self.reds, parts):
             total = p.sum()
             env[s] = Tensor(np.array(total / n if mean else total, kdt).reshape(out_shape))
-        for ins, var, buf, fresh in done:
-            if fresh is None:   # added in place, as eager mode does with .grad set
-                buf._vc[0] += 1
-            elif fresh:
-                var._grad = Tensor(buf)
-            else:               # hooks or an unusual .grad: eager mode's own accumulation
-                ins.fn(var, Tensor(buf))
+        give_grads(done)
         for s in self.drop:
             temps.pop(s, None)
+
+    def grad_buffers(self, env, operands, empty):
+        """Per accumulate_grad of this kernel: "=" or "+=", the buffer the kernel
+        writes (new from `empty`, or the leaf's .grad to add into in place), and what
+        give_grads does with it after the launch."""
+        modes, bufs, done = [], [], []
+        for ins, leaf in self.sinks:
+            var = env[leaf]
+            gv = var._grad_value
+            if gv is None or not self._adds_into(gv, operands):
+                buf = empty(self.shape, self.kdt)
+                modes.append("=")
+                done.append((ins, var, buf, gv is None and _plain_leaf(var)))
+            else:
+                buf = gv._data
+                modes.append("+=")
+                done.append((ins, var, gv, None))
+            bufs.append(buf)
+        return modes, bufs, done
 
     def _adds_into(self, gv, args):
         """Whether the kernel may add into the existing gradient gv in place: a plain
@@ -461,6 +463,20 @@ class Launch:
             return False
         return not any(type(a) is HOST_ARRAY and np.may_share_memory(a, d) for a in args)
 
+
+def give_grads(done):
+    """Hand the gradients a kernel wrote (see Launch.grad_buffers) to their leaves."""
+    for ins, var, buf, fresh in done:
+        if fresh is None:   # added in place, as eager mode does with .grad set
+            buf._vc[0] += 1
+        elif fresh:
+            var._grad = Tensor(buf)
+        else:               # hooks or an unusual .grad: eager mode's own accumulation
+            ins.fn(var, Tensor(buf))
+
+
+# what Run builds its steps with (a device's variant subclasses both)
+Run.Launch, Run.filler = Launch, staticmethod(_filler)
 
 _pool = [None, None, 0]  # [thread pool, the process that made it, its threads]
 PIECES_PER_THREAD = 8

@@ -1,0 +1,111 @@
+"""jitgrad.compile on CUDA tensors: runs of elementwise work, full reductions and
+gradient accumulation run as generated numba.cuda kernels (compiler/cuda_fused.py),
+equal to eager mode on the device. Under the simulator the sizes stay small: the
+size threshold is lowered so that a few hundred elements count as large."""
+import numpy as np
+import pytest
+
+import jitgrad
+from jitgrad.compiler import cuda_fused, fused
+
+import helpers
+
+N = 300
+
+
+@pytest.fixture(autouse=True)
+def launches(monkeypatch):
+    """The kernel launches of the CUDA executor, counted."""
+    if not jitgrad.cuda.is_available():
+        pytest.skip("no usable CUDA here (numba-cuda or a GPU missing): the simulator run "
+                    "covers this case (NUMBA_ENABLE_CUDASIM=1 python -m pytest tests/cuda)")
+    monkeypatch.setattr(fused, "SMALL_ELEMENTS", 64)
+    seen = []
+    launch = cuda_fused.CudaLaunch.launch
+    monkeypatch.setattr(cuda_fused.CudaLaunch, "launch",
+                        lambda self, *a: seen.append(self) or launch(self, *a))
+    return seen
+
+
+def _numpy(t):
+    return helpers.to_numpy(t)
+
+
+def _chain_step(x, reset):
+    if reset:
+        x.grad = None
+    y = (jitgrad.tanh(jitgrad.sin(x) * jitgrad.exp(-x * x) + 0.5 * x) * jitgrad.sigmoid(x)).sum()
+    y.backward()
+    return y
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("reset", [True, False], ids=["fresh-grad", "accumulated-grad"])
+def test_a_compiled_step_runs_as_cuda_kernels_and_equals_eager(dtype, reset, launches):
+    arr = np.linspace(-2, 2, N, dtype=dtype)
+    eager = jitgrad.tensor(arr, device="cuda", requires_grad=True)
+    comp = jitgrad.tensor(arr, device="cuda", requires_grad=True)
+    step = jitgrad.compile(_chain_step, mode="max-autotune")  # builds its kernels at once
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-13)
+    for _ in range(4):
+        want, got = _chain_step(eager, reset), step(comp, reset)
+        assert got.device.type == "cuda" and comp.grad.device.type == "cuda"
+        assert got.dtype == want.dtype and comp.grad.dtype == eager.grad.dtype
+        np.testing.assert_allclose(_numpy(got), _numpy(want), **tol)
+        np.testing.assert_allclose(_numpy(comp.grad), _numpy(eager.grad), **tol)
+    # a call that traces runs eagerly; a replay is one kernel: the forward, the sum and
+    # the backward into x.grad (the sum's gradient does not wait for the sum)
+    assert step.traces <= 2 and len(launches) == 4 - step.traces
+    report = jitgrad.compile.explain(_chain_step, comp, reset)
+    claimed = report.executors["forward"]
+    assert claimed["cuda"][0] == 1 and claimed.get("python", (0, 0))[1] <= 1, claimed
+
+
+def test_python_numbers_and_0d_tensors_broadcast_in_the_kernels(launches):
+    rng = helpers.rng_for("cuda-fused-bcast")
+    arr = rng.uniform(-1, 1, N).astype(np.float32)
+
+    def step(x, w, b):
+        loss = ((x * w + 2.0) ** 2 / b - 1.5 * x).mean()
+        loss.backward()
+        return loss
+
+    def tensors():
+        return (jitgrad.tensor(arr, device="cuda", requires_grad=True),
+                jitgrad.tensor(np.float32(0.7), device="cuda", requires_grad=True),
+                jitgrad.tensor(np.float32(3.0), device="cuda"))
+    eager, comp = tensors(), tensors()
+    compiled = jitgrad.compile(step, mode="max-autotune")
+    for _ in range(3):
+        want, got = step(*eager), compiled(*comp)
+        np.testing.assert_allclose(_numpy(got), _numpy(want), rtol=1e-5)
+        for a, b in zip(comp[:2], eager[:2]):
+            assert a.grad.shape == b.grad.shape and a.grad.device.type == "cuda"
+            np.testing.assert_allclose(_numpy(a.grad), _numpy(b.grad), rtol=1e-5, atol=1e-6)
+    assert launches
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_full_sum_adds_up_in_float64(dtype, launches):
+    arr = helpers.rng_for("cuda-fused-sum").uniform(0, 1, 1000).astype(dtype)
+    x = jitgrad.tensor(arr, device="cuda")
+    f = jitgrad.compile(lambda x: (x * x + 1.0).sum(), mode="max-autotune")
+    f(x)  # the call that traces runs eagerly
+    got = f(x)
+    assert got.shape == () and got.dtype == x.dtype and got.device.type == "cuda"
+    want = (arr.astype(np.float64) ** 2 + 1.0).sum()
+    np.testing.assert_allclose(_numpy(got), want, rtol=1e-6 if dtype == np.float32 else 1e-13)
+    assert len(launches) == 1 and launches[0].reds
+
+
+def test_the_length_guard_raises_before_the_launch(launches):
+    x = jitgrad.tensor(np.ones(N, np.float32), device="cuda")
+    f = jitgrad.compile(lambda x: jitgrad.exp(x) * 2.0, mode="max-autotune")
+    f(x)
+    f(x)
+    (launch,) = launches
+    short = jitgrad.tensor(np.ones(N - 1, np.float32), device="cuda")._data
+    out = jitgrad.tensor(np.zeros(N, np.float32), device="cuda")._data
+    with pytest.raises(ValueError, match="operand 0 has 299 elements, n is 300"):
+        launch.launch(("=",), N, 1, [short], [], [out], [])
+    np.testing.assert_array_equal(out.get(), 0)  # nothing ran
