@@ -31,6 +31,10 @@ def _numpy(t):
     return helpers.to_numpy(t)
 
 
+def _tolerance(dtype):
+    return dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-13)
+
+
 def _chain_step(x, reset):
     if reset:
         x.grad = None
@@ -46,7 +50,7 @@ def test_a_compiled_step_runs_as_cuda_kernels_and_equals_eager(dtype, reset, lau
     eager = jitgrad.tensor(arr, device="cuda", requires_grad=True)
     comp = jitgrad.tensor(arr, device="cuda", requires_grad=True)
     step = jitgrad.compile(_chain_step, mode="max-autotune")  # builds its kernels at once
-    tol = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-13)
+    tol = _tolerance(dtype)
     for _ in range(4):
         want, got = _chain_step(eager, reset), step(comp, reset)
         assert got.device.type == "cuda" and comp.grad.device.type == "cuda"
@@ -61,9 +65,10 @@ def test_a_compiled_step_runs_as_cuda_kernels_and_equals_eager(dtype, reset, lau
     assert claimed["cuda"][0] == 1 and claimed.get("python", (0, 0))[1] <= 1, claimed
 
 
-def test_python_numbers_and_0d_tensors_broadcast_in_the_kernels(launches):
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_python_numbers_and_0d_tensors_broadcast_in_the_kernels(dtype, launches):
     rng = helpers.rng_for("cuda-fused-bcast")
-    arr = rng.uniform(-1, 1, N).astype(np.float32)
+    arr = rng.uniform(-1, 1, N).astype(dtype)
 
     def step(x, w, b):
         loss = ((x * w + 2.0) ** 2 / b - 1.5 * x).mean()
@@ -72,17 +77,20 @@ def test_python_numbers_and_0d_tensors_broadcast_in_the_kernels(launches):
 
     def tensors():
         return (jitgrad.tensor(arr, device="cuda", requires_grad=True),
-                jitgrad.tensor(np.float32(0.7), device="cuda", requires_grad=True),
-                jitgrad.tensor(np.float32(3.0), device="cuda"))
+                jitgrad.tensor(dtype(0.7), device="cuda", requires_grad=True),
+                jitgrad.tensor(dtype(3.0), device="cuda"))
     eager, comp = tensors(), tensors()
     compiled = jitgrad.compile(step, mode="max-autotune")
+    tol = _tolerance(dtype)
     for _ in range(3):
         want, got = step(*eager), compiled(*comp)
-        np.testing.assert_allclose(_numpy(got), _numpy(want), rtol=1e-5)
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(_numpy(got), _numpy(want), **tol)
         for a, b in zip(comp[:2], eager[:2]):
             assert a.grad.shape == b.grad.shape and a.grad.device.type == "cuda"
-            np.testing.assert_allclose(_numpy(a.grad), _numpy(b.grad), rtol=1e-5, atol=1e-6)
-    assert launches
+            np.testing.assert_allclose(_numpy(a.grad), _numpy(b.grad), **tol)
+    # the replay: w's gradient is a full sum in the kernels, x's accumulated in them
+    assert any(launch.reds for launch in launches) and any(launch.sinks for launch in launches)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
