@@ -4,6 +4,7 @@ jax.jit, side by side in one run (workload definitions in workloads.py):
     python asv_bench/compile_compare.py                  # everything, 20-30 minutes on 2 cores
     python asv_bench/compile_compare.py --only W2,W7     # some rows (W6: the memory row)
     python asv_bench/compile_compare.py --quick          # smoke run: 3 samples, first call of one row
+    python asv_bench/compile_compare.py --only W2 --no-first  # step times only (minutes)
 
 What each implementation compiles (torch.compile and jax.jit as their users
 write a training step):
@@ -491,6 +492,8 @@ def main():
                     "the first row only")
     ap.add_argument("--timeout", type=float, help="seconds a build or first call may take "
                     "(default 240, --quick 120)")
+    ap.add_argument("--no-first", action="store_true", help="skip the first-call table (fresh "
+                    "processes with empty caches: most of a full run's time)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--first", nargs=2, help=argparse.SUPPRESS)
     ap.add_argument("--memory", help=argparse.SUPPRESS)
@@ -519,7 +522,8 @@ def main():
     times = time_rows(rows, repeat, 0.02 if args.quick else 0.05, timeout, notes)
     # A build that failed or took too long would do the same in a fresh process.
     skip = {(r, i): v for r, c in times.items() for i, v in c.items() if isinstance(v, str)}
-    firsts = first_calls(rows[:1] if args.quick else rows, timeout, skip, notes)
+    firsts = {} if args.no_first else first_calls(rows[:1] if args.quick else rows, timeout,
+                                                  skip, notes)
     mem = memory(timeout, notes) if not only or "W6" in only else {}
     report(times, firsts, mem, notes)
     print(f"\ndone in {time.perf_counter() - started:.0f} s; {load()}")

@@ -30,12 +30,21 @@ def check_ok(proc):
 def test_every_example_is_tested():
     scripts = sorted(n for n in os.listdir(EXAMPLES) if n.endswith(".py"))
     assert scripts == ["custom_op.py", "hooks_and_memory.py", "profile_step.py", "train_digits.py",
-                       "train_digits_ddp.py"]
+                       "train_digits_cnn.py", "train_digits_ddp.py"]
 
 
 def test_train_digits_quick():
     pytest.importorskip("sklearn")
     out = check_ok(run_example("train_digits.py", "--quick"))
+    m = re.search(r"final test accuracy ([\d.]+)% after 3 epochs in [\d.]+ s", out)
+    assert m, out
+    assert float(m.group(1)) >= 90.0, out
+
+
+def test_train_digits_cnn_quick():
+    pytest.importorskip("sklearn")
+    out = check_ok(run_example("train_digits_cnn.py", "--quick"))
+    assert re.search(r"epoch   3  lr [\d.]+  train loss [\d.]+  test accuracy", out), out
     m = re.search(r"final test accuracy ([\d.]+)% after 3 epochs in [\d.]+ s", out)
     assert m, out
     assert float(m.group(1)) >= 90.0, out

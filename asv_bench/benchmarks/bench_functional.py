@@ -3,16 +3,7 @@ of backward passes and vectorized (a batch of tangents in one forward pass),
 the Hessian of a 100-parameter scalar function, and a Hessian-vector product."""
 import numpy as np
 
-from .common import SEED, have_torch, torch_threads
-
-
-def _lib(impl):
-    if impl == "torch":
-        if not have_torch():
-            raise NotImplementedError("torch is not installed")
-        return torch_threads()
-    import jitgrad
-    return jitgrad
+from .common import SEED, library
 
 
 def _jacobian_fn(lib, a):
@@ -29,7 +20,7 @@ class Jacobian:
     timeout = 300
 
     def setup(self, impl, mode):
-        lib = _lib(impl)
+        lib = library(impl)
         rng = np.random.default_rng(SEED)
         a = lib.tensor((rng.standard_normal((256, 256)) / 16).astype(np.float32))
         self.v = lib.tensor(rng.standard_normal(256).astype(np.float32))
@@ -49,7 +40,7 @@ class Hessian:
     timeout = 300
 
     def setup(self, impl, mode):
-        lib = _lib(impl)
+        lib = library(impl)
         rng = np.random.default_rng(SEED + 1)
         b = lib.tensor(rng.standard_normal((100, 100)) / 10)
         self.p = lib.tensor(rng.standard_normal(100))
@@ -69,7 +60,7 @@ class HVP:
     timeout = 300
 
     def setup(self, impl):
-        lib = _lib(impl)
+        lib = library(impl)
         rng = np.random.default_rng(SEED + 1)
         b = lib.tensor(rng.standard_normal((100, 100)) / 10)
         self.p = lib.tensor(rng.standard_normal(100))

@@ -44,6 +44,17 @@ def torch_threads(n=2):
     return torch
 
 
+def library(impl):
+    """torch (on 2 threads) for impl "torch", else jitgrad; NotImplementedError (asv's
+    skip) without torch."""
+    if impl == "torch":
+        if not have_torch():
+            raise NotImplementedError("torch is not installed")
+        return torch_threads()
+    import jitgrad
+    return jitgrad
+
+
 # ---- the chain, per implementation ----------------------------------------------------------
 
 

@@ -20,6 +20,7 @@ from .anomaly_mode import run_checked
 from .fusion import FusedGroup, plan
 from ..dtypes import from_np
 from ..kernels import quiet
+from ..kernels.cpu import end_step
 from ..ops.convert import to_device
 from ..ops.views import sum_to_size
 from ..tensor import Size, Tensor, device_for, on_device
@@ -394,6 +395,7 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
     finally:
         local.grad_enabled = prev_grad_mode
         local.graph_tasks = local.graph_tasks[:-1]
+        end_step()  # a backward pass ends a training step: kernels' stand-ins count them
     if owner is not None and not all(g.ran for g in owner.values()):
         # every planned node is reachable, so a group that never ran is a planner bug:
         # fail loudly rather than leave gradients silently missing

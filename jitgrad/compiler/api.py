@@ -47,6 +47,22 @@ def _key(v, flat, objs):
     return ("O", id(v))
 
 
+def tensors_key(args):
+    """The guard key of a call whose arguments are all tensors, passed by position
+    (a training step's usual call): what signature's key says of them, built in one
+    pass, or None for any other call (signature's key then)."""
+    parts = [_state.local.grad_enabled]
+    for a in args:
+        if not isinstance(a, Tensor):
+            return None
+        d = a._data
+        parts.append((d.shape, d.dtype, type(d), a._rg, a.grad_fn is None,
+                      a._grad_value is None, not (a._hooks or a._post_hooks)))
+    if len(args) > 1 and len({id(a) for a in args}) < len(args):
+        return None
+    return tuple(parts)
+
+
 def signature(args, kwargs):
     """(the guard key of a call, its tensors and arrays, its other objects): see _key;
     where one tensor is passed twice, which arguments are the same one (a program
@@ -84,7 +100,8 @@ class CompiledFunction:
         self.fullgraph = fullgraph
         self.dynamic = dynamic
         self.mode = mode
-        self._cache = {}
+        self._cache = {}        # guard key -> [Entry]
+        self._by_tensors = {}   # tensors_key -> the same lists, for calls of tensors only
         self.traces = 0
         self.breaks = []       # (reason, user line) of each broken trace
         self.eager_calls = 0   # calls that ran eagerly (a break, a state, the limit)
@@ -109,10 +126,19 @@ class CompiledFunction:
                                   f"while {why}; leave that mode before calling it")
             self.eager_calls += 1
             return self._fn(*args, **kwargs)
-        key, flat, objs = signature(args, kwargs)
+        # A call of tensors only finds its programs by the cheaper tensors_key.
+        fast = None if kwargs else tensors_key(args)
+        entries = None if fast is None else self._by_tensors.get(fast)
+        if entries is None:
+            key, flat, objs = signature(args, kwargs)
+            entries = self._cache.setdefault(key, [])
+            if fast is not None:
+                self._by_tensors[fast] = entries  # the same list: later traces appear in both
+        else:
+            key, flat, objs = None, args, ()
         # Programs of one key differ in what the key does not show (a parameter's shape,
         # a module's train/eval mode): the first whose guards hold runs.
-        for entry in self._cache.get(key, ()):
+        for entry in entries:
             if not all(a is b for a, b in zip(entry.objs, objs)):
                 continue
             prog = entry.program
@@ -121,6 +147,8 @@ class CompiledFunction:
             if prog is None:
                 self.eager_calls += 1
                 return self._fn(*args, **kwargs)
+        if key is None:
+            key, flat, objs = signature(args, kwargs)
         if self.traces >= RECOMPILE_LIMIT:
             if not self._warned:
                 self._warned = True
@@ -141,10 +169,15 @@ class CompiledFunction:
         if prog is None:
             self.breaks.append(result[1])
             result = result[0]
-        self._cache.setdefault(key, []).append(
+        self._cache[key].append(
             Entry(prog, objs, None if prog is not None else self.breaks[-1],
                   time.perf_counter() - t0))
         return result
+
+    def _reset(self):
+        """Forget every program (a compiled module's parameter was rebound)."""
+        self._cache.clear()
+        self._by_tensors.clear()
 
     def entries(self):
         return [e for entries in self._cache.values() for e in entries]
@@ -221,7 +254,7 @@ class CompiledModule:
         tensors = tuple(m.parameters()) + tuple(m.buffers())
         if len(tensors) != len(self._tensors) or any(
                 a is not b for a, b in zip(tensors, self._tensors)):
-            self._compiled._cache.clear()
+            self._compiled._reset()
             object.__setattr__(self, "_tensors", tensors)
         return self._compiled(*args, **kwargs)
 

@@ -11,8 +11,11 @@ instructions and run them as compiled code; the rest run here, in Python.
 import threading
 import warnings
 
+import numpy as np
+
 from .. import _state
 from .._node import FREED_MESSAGE
+from ..kernels.cache import background_compilation
 from ..ops.record import FunctionNode, node_class, record
 from ..tensor import Tensor
 
@@ -100,7 +103,9 @@ def _store(outs, value, env):
 
 def python_step(ins):
     """A callable that runs `ins` on the slot list `env` (the generic, Python way)."""
-    fn, args, kwargs, outs = ins.fn, ins.args, ins.kwargs, ins.outs
+    # No trace runs during a replay: the op itself, without its recording wrapper.
+    fn = getattr(ins.fn, "__wrapped_op__", ins.fn)
+    args, kwargs, outs = ins.args, ins.kwargs, ins.outs
     top = [(i, a) for i, a in enumerate(args) if type(a) is Ref]
     flat = len(top) == len(list(iter_refs(args))) and not any(
         True for _ in iter_refs(tuple(kwargs.values())))
@@ -119,18 +124,134 @@ def python_step(ins):
     return step
 
 
+_MATMULS = ("matmul", "mm")
+_REBINDS = ("set_data",)  # changes which array a tensor holds: its views keep the old one
+
+
+def _product(a, b, a_t, b_t):
+    """matmul as a replay runs it: its checks cannot fail (shapes and dtypes are
+    guarded), so BLAS on the arrays, read through their transposes where a_t, b_t."""
+    x, y = a._data, b._data
+    return Tensor(np.matmul(x.T if a_t else x, y.T if b_t else y))
+
+
+def _swaps(ins, meta):
+    """Whether `ins` transposes a 2-D tensor (t, or transpose of its two dims)."""
+    a = ins.args
+    return not ins.kwargs and type(ins.outs) is Ref and a and type(a[0]) is Ref and \
+        meta[a[0]] is not None and len(meta[a[0]].shape) == 2 and (
+            ins.name == "t" and len(a) == 1 or ins.name == "transpose" and len(a) == 3
+            and {a[1] % 2, a[2] % 2} == {0, 1})
+
+
+def _products(meta, instrs, taken):
+    """`instrs` with each matmul of two CPU tensors that no executor took made a
+    `_product` call that reads, for an operand the Python tier transposed, the
+    tensor it transposed: a transpose then read by products only is not run (W5
+    made three, W3 five)."""
+    out, made, rebinds = list(instrs), {}, []
+    for i, ins in enumerate(instrs):
+        if i not in taken and ins.name in _MATMULS and not ins.kwargs and \
+                len(ins.args) == 2 and type(ins.outs) is Ref and all(
+                    type(a) is Ref and meta[a] is not None and
+                    meta[a].array_type is np.ndarray for a in ins.args):
+            args = []
+            for a in ins.args:
+                slot, flip = int(a), False
+                j = made.get(slot)
+                while j is not None and j not in taken and _swaps(instrs[j], meta):
+                    src = int(instrs[j].args[0])
+                    # src must hold, now, the tensor the transpose viewed
+                    if made.get(src, -1) > j or (rebinds and rebinds[-1] > j):
+                        break
+                    slot, flip = src, not flip
+                    j = made.get(slot)
+                args += [Ref(slot), flip]
+            out[i] = Instr(_product, ins.name, (args[0], args[2], args[1], args[3]), {},
+                           ins.outs, False, None)
+        if ins.inplace or ins.name in _REBINDS:
+            rebinds.append(i)
+        for r in ins.writes():
+            made[int(r)] = i
+    return out
+
+
+def _transposed_product(meta, ins, readers, keep):
+    """A step for product `ins` (see _products) if its 2-D result is only read
+    transposed (a linear layer's weight gradient, (x^T g)^T), else None. It writes
+    the product through the transpose of a C-ordered buffer, so the transposed
+    result the rest of the program reads (and .grad copies, in the weight's C
+    order) is C-ordered: the same products, without a strided copy."""
+    out = ins.outs
+    if ins.fn is not _product or int(out) in keep:
+        return None
+    m = meta[out]
+    if len(m.shape) != 2 or m.dtype.kind != "f":
+        return None
+    last = None
+    for r in readers.get(int(out), ()):
+        if r.name == "sum_to_size" and r.outs == out and tuple(r.args[1:]) in (
+                (m.shape,), m.shape):  # gives its input back
+            continue
+        if last is not None or not _swaps(r, meta) or r.outs == out:
+            return None
+        last = r
+    if last is None:
+        return None
+    x, y, x_t, y_t = int(ins.args[0]), int(ins.args[1]), ins.args[2], ins.args[3]
+    shape, dtype = m.shape[::-1], m.dtype
+
+    def step(env):
+        buf = np.empty(shape, dtype)
+        a, b = env[x]._data, env[y]._data
+        env[out] = Tensor(np.matmul(a.T if x_t else a, b.T if y_t else b, out=buf.T))
+    return step
+
+
+# Ops without effects beyond their results, whose guarded shapes and dtypes leave them
+# nothing to refuse at run time: a call whose results nothing reads need not run (the
+# first derivative a Hessian-vector product computes, a transpose only it read). Not
+# random ops (a dropout mask advances the generator), indexing (an index may be out of
+# range) or anything in place.
+PURE = frozenset((
+    "matmul", "mm", "bmm", "dot", "sum", "mean", "sum_to_size", "amax", "amin", "_extreme",
+    "softmax", "log_softmax", "reshape", "view", "transpose", "t", "permute", "unsqueeze",
+    "squeeze", "expand", "expand_as", "broadcast_to", "flatten", "contiguous", "narrow",
+    "select", "unbind", "split", "chunk", "stack", "cat", "flip", "clone", "detach",
+    "ones_like", "zeros_like", "zeros_as", "float", "double", "to_dtype"))
+
+
+def unused(instrs, keep, runs):
+    """Indices of the pure instructions (PURE, or a formula) not in `runs` (those
+    run whatever) whose results no instruction that runs reads and `keep` does
+    not hold."""
+    live, dead = set(keep), set()
+    for i in range(len(instrs) - 1, -1, -1):
+        ins = instrs[i]
+        writes = {int(r) for r in ins.writes()}
+        if i not in runs and writes and not writes & live and not ins.inplace and (
+                ins.op is not None or ins.name in PURE):
+            dead.add(i)
+            continue
+        live -= writes
+        live.update(int(r) for r in ins.reads())
+    return dead
+
+
 class Segment:
     """Instructions [start, stop) run as one step by an executor (its name says
-    which, for explain())."""
-    __slots__ = ("start", "stop", "run", "executor")
+    which, for explain()), but for those in `skips` (unused ones it leaves out)."""
+    __slots__ = ("start", "stop", "run", "executor", "skips")
 
-    def __init__(self, start, stop, run, executor):
+    def __init__(self, start, stop, run, executor, skips=()):
         self.start, self.stop, self.run, self.executor = start, stop, run, executor
+        self.skips = skips
 
 
 class Tape:
     """An instruction list made runnable: steps (Python or executor segments) and
-    the slots to free after each."""
+    the slots to free after each. Instructions in no segment whose results nothing
+    reads (`unused`) are not run."""
 
     def __init__(self, meta, instrs, keep, executors):
         self.instrs = instrs
@@ -142,6 +263,13 @@ class Tape:
                 for i in range(seg.start, seg.stop):
                     taken[i] = seg
         steps, last = [], {}
+        instrs = _products(meta, instrs, taken)  # what the Python tier runs
+        self.unused = unused(instrs, keep, {i for i, seg in taken.items() if i not in seg.skips})
+        self.unused -= set(taken)
+        readers = {}
+        for ins in instrs:
+            for r in dict.fromkeys(int(r) for r in ins.reads()):
+                readers.setdefault(r, []).append(ins)
         i = 0
         while i < len(instrs):
             seg = taken.get(i)
@@ -149,7 +277,9 @@ class Tape:
                 steps.append((seg.run, i, seg.stop))
                 i = seg.stop
             else:
-                steps.append((python_step(instrs[i]), i, i + 1))
+                if i not in self.unused:
+                    steps.append((_transposed_product(meta, instrs[i], readers, keep)
+                                  or python_step(instrs[i]), i, i + 1))
                 i += 1
         for k, (_, a, b) in enumerate(steps):
             # A slot a segment makes and reads itself never reaches env: nothing to free.
@@ -179,7 +309,9 @@ class Tape:
             c[0] += 1
             c[1] += seg.stop - seg.start
             covered += seg.stop - seg.start
-        out["python"] = [len(self.instrs) - covered, len(self.instrs) - covered]
+        python = len(self.instrs) - covered - len(self.unused)
+        out["python"] = [python, python]
+        out["unused (not run)"] = [0, len(self.unused)]
         return {k: tuple(v) for k, v in out.items() if v[1]}
 
 
@@ -199,6 +331,9 @@ _DONE.set()
 
 def _freed(node, *grads):
     raise RuntimeError(FREED_MESSAGE)
+
+
+_FreedNode = node_class("CompiledFunctionBackward", FunctionNode)
 
 
 class Program:
@@ -237,6 +372,9 @@ class Program:
                                 if s not in produced and s not in grads_in)
             keep |= set(self.saved) | set(sources)  # sources: the backward node's inputs
         self._keep = keep
+        # Outputs that require grad in eager mode, where the step ran its own backward.
+        self._freed_outputs = tuple(r for r in dict.fromkeys(iter_refs(self.outputs))
+                                    if self.meta[r].rg) if self.ran_backward else ()
         if background and EXECUTORS:
             self._tapes(())
             self.ready = threading.Event()
@@ -256,7 +394,8 @@ class Program:
 
     def _build_in_background(self):
         try:
-            self._tapes(EXECUTORS)
+            with background_compilation():
+                self._tapes(EXECUTORS)
         except Exception as e:  # the Python tier stays: correct, only slower
             self.build_error = e
             warnings.warn(f"jitgrad.compile: building compiled kernels failed ({e!r}); the "
@@ -294,17 +433,18 @@ class Program:
             loc.grad_enabled = prev
         if self.backward is not None and prev:
             self._attach_backward(env)
-        elif self.ran_backward and prev:
+        elif self._freed_outputs and prev:
             self._attach_freed(env)
-        return resolve(self.outputs, env)
+        out = self.outputs
+        return env[out] if type(out) is Ref else resolve(out, env)
 
     def _attach_freed(self, env):
         """Outputs that require grad in a step that ran its own backward: eager mode
         hands them back with their (freed) graph, so a second backward raises."""
-        for r in dict.fromkeys(iter_refs(self.outputs)):
+        for r in self._freed_outputs:
             t = env[r]
-            if self.meta[r].rg and not t._rg:
-                node = node_class("CompiledFunctionBackward", FunctionNode)((), ())
+            if not t._rg:
+                node = _FreedNode((), ())
                 node._bwd, node._nout, node._names, node._attrs, node._saved = \
                     _freed, 1, (), (), ()
                 t.grad_fn, t.output_nr, t._rg = node, 0, True

@@ -12,7 +12,8 @@ with the formulas of the eager kernels, and reductions add in numpy's order,
 so results match eager mode to an ulp or two (the math functions are the C
 library's, see kernels/interp.py). A run costs one copy per input tensor,
 one interpreter call, and one Tensor per result that the rest of the
-program reads.
+program reads. Setting .grad to None and accumulating gradients into leaves
+(_EFFECTS) are part of a run, so a whole small training step is one call.
 
 Views become copies: a view of a tensor that the program changes in place
 is left to the Python tier (there it stays a view), and so is a view the
@@ -24,12 +25,13 @@ import math
 import numpy as np
 
 from .. import dtypes as _dt
+from ..autograd import engine
 from ..kernels import cache, interp
 from ..ops import indexing
 from ..ops.reduce import _axes
 from ..ops.registry import REGISTRY
 from ..tensor import Tensor
-from .program import SMALL_ELEMENTS, Ref, Segment, iter_refs
+from .program import SMALL_ELEMENTS, Ref, Segment, iter_refs, unused
 
 NAME = "scalar tape"
 F32, F64, BOOL, I64 = (np.dtype(t) for t in (np.float32, np.float64, np.bool_, np.int64))
@@ -95,6 +97,7 @@ class _Lowering:
         self.root = {}      # slot made by a view op -> the slot it views (eagerly)
         self.kept_roots = set()
         self.made = set()   # slots made by this run's instructions
+        self.effects = []   # (leaf slot, gradient cells or None): see _EFFECTS
 
     # -- cells --
     def alloc(self, shape):
@@ -178,6 +181,9 @@ class _Lowering:
 
     def lower(self, ins, reads, keep):
         """Lower `ins`, which reads the slots `reads` (ints)."""
+        if ins.name in _EFFECTS:
+            self.effects.append(_EFFECTS[ins.name](self, *ins.args, **ins.kwargs))
+            return
         outs = list(iter_refs(ins.outs))
         if not outs or type(ins.outs) not in (Ref, tuple, list) or ins.inplace:
             raise _Unsupported("no new tensor result")
@@ -577,16 +583,60 @@ _RULES = {
 }
 
 
+# ---- what a run does to .grad: (lowering, *args) -> (leaf slot, gradient cells or None) --
+# Done in program order after the run's kernel: nothing a run computes reads .grad.
+
+def _leaf_slot(low, var):
+    if type(var) is not Ref or int(var) in low.made:  # made here: not in the slot list
+        raise _Unsupported("not a tensor from outside the run")
+    return int(var)
+
+
+def _set_grad(low, var, value):
+    """x.grad = None (zero_grad's set_to_none, a step's `x.grad = None`)."""
+    if value is not None:
+        raise _Unsupported("a .grad other than None")
+    return _leaf_slot(low, var), None
+
+
+def _accumulate_grad(low, var, g):
+    """backward()'s accumulation of gradient g into a leaf's .grad (see _accumulate)."""
+    slot = _leaf_slot(low, var)
+    vm, gm = low.meta[slot], _check_meta(low.meta[g])
+    if vm is None or vm.array_type is not np.ndarray or (vm.dtype, vm.shape) != (
+            gm.dtype, gm.shape):
+        raise _Unsupported("a gradient of another dtype or shape")
+    return slot, low.cells(g)
+
+
+_EFFECTS = {"set_grad": _set_grad, "accumulate_grad": _accumulate_grad}
+
+
+def _accumulate(var, g):
+    """What eager backward() does with the gradient g (an array) of leaf var, except
+    that a leaf without .grad takes g itself: the run made g for this alone, so no
+    one else can see it (eager mode copies it into a buffer of the leaf's layout)."""
+    d = var._data
+    if var._grad_value is None and not var._post_hooks and type(d) is np.ndarray and \
+            d.flags.c_contiguous:
+        var._grad_value = Tensor(g)
+    else:
+        engine._accumulate(var, Tensor(g), False)
+
+
 # ---- the executor ----------------------------------------------------------------------
 
 def scalar_tape(meta, instrs, keep, taken):
-    """Segments over the maximal runs of instructions this executor lowers."""
+    """Segments over the maximal runs of instructions this executor lowers (with
+    the unused ones inside them, which it leaves out)."""
     reads = [[int(r) for r in ins.reads()] for ins in instrs]
     changed = _changed_in_place(instrs, reads)
+    skip = unused(instrs, keep, taken)
     last = {}
     for i, rs in enumerate(reads):
-        for r in rs:
-            last[r] = i
+        if i not in skip:
+            for r in rs:
+                last[r] = i
     table = None
     i, n = 0, len(instrs)
     while i < n:
@@ -594,6 +644,9 @@ def scalar_tape(meta, instrs, keep, taken):
         low = None
         while i < n and i not in taken:
             ins = instrs[i]
+            if i in skip:
+                i += 1
+                continue
             if ins.name in _VIEWS and any(int(r) in changed for r in ins.writes()):
                 break
             if table is None:
@@ -602,8 +655,9 @@ def scalar_tape(meta, instrs, keep, taken):
             if low.n > MAX_CELLS or not low.try_lower(ins, reads[i], keep):
                 break
             i += 1
-        if i - start >= MIN_RUN:
-            yield Segment(start, i, _Compiled(low, i, last, keep).run, NAME)
+        if low is not None and i - start >= MIN_RUN:
+            yield Segment(start, i, _Compiled(low, i, last, keep).run, NAME,
+                          skips=skip.intersection(range(start, i)))
         i = max(i, start + 1)
 
 
@@ -617,19 +671,30 @@ class _Compiled:
     its constants, where inputs go and where results come from."""
 
     def __init__(self, low, stop, last, keep):
-        outs = sorted(s for s in low.made if last.get(s, -1) >= stop or s in keep)
         sizes = dict.fromkeys(_STORES, 0)
-        stores, self.outs = [], []
-        for s in outs:
-            m = low.meta[s]
-            cells = low.loc[s].reshape(-1)
-            at = sizes[m.dtype]
-            sizes[m.dtype] += cells.size
+        stores = []
+
+        def place(cells, dtype, shape):
+            """Where in the output buffers `cells` are stored: (buffer, index, shape), the
+            value being buffer[index] reshaped to shape (None: it has that shape)."""
+            cells = cells.reshape(-1)
+            at = sizes[dtype]
+            sizes[dtype] += cells.size
             stores.append(np.column_stack([
-                np.full(cells.size, _STORES[m.dtype]), np.arange(at, at + cells.size), cells,
+                np.full(cells.size, _STORES[dtype]), np.arange(at, at + cells.size), cells,
                 np.zeros((cells.size, 2), dtype=np.int64)]))
-            self.outs.append((s, list(_STORES).index(m.dtype), at, at + cells.size, m.shape))
-        self.buffers = [(sizes[dt], dt) for dt in _STORES]
+            k = list(_STORES).index(dtype)
+            if not shape:
+                return k, (at, Ellipsis), None  # a 0-d view: cheaper than slice and reshape
+            return k, slice(at, at + cells.size), None if len(shape) == 1 else shape
+
+        self.outs = [(s,) + place(low.loc[s], low.meta[s].dtype, low.meta[s].shape)
+                     for s in sorted(s for s in low.made if last.get(s, -1) >= stop or s in keep)]
+        self.effects = [(s, None) if cells is None else
+                        (s, place(cells, low.meta[s].dtype, low.meta[s].shape))
+                        for s, cells in low.effects]
+        self.buffers = [(k, n, dt) for k, (dt, n) in enumerate(sizes.items()) if n]
+        self.no_output = [_NO_OUTPUT[dt] for dt in _STORES]
         self.code = _optimize(np.concatenate([low.tape()] + stores), low.n)
         self.arena = np.zeros(low.n)
         for key, cell in low.consts.items():
@@ -651,11 +716,21 @@ class _Compiled:
             arena, views = self._state()
         for s, v in views:
             v[...] = env[s]._data  # cast to float64 (bool: 0 or 1)
-        bufs = [np.empty(n, dt) if n else _NO_OUTPUT[dt] for n, dt in self.buffers]
+        bufs = self.no_output[:]
+        for k, n, dt in self.buffers:
+            bufs[k] = np.empty(n, dt)
         self.kernel(self.code, arena, *bufs)
         self.pool.append((arena, views))
-        for s, k, a, b, shape in self.outs:
-            env[s] = Tensor(bufs[k][a:b].reshape(shape))
+        for s, k, index, shape in self.outs:
+            v = bufs[k][index]
+            env[s] = Tensor(v if shape is None else v.reshape(shape))
+        for s, place in self.effects:
+            if place is None:
+                env[s]._grad_value = None
+            else:
+                k, index, shape = place
+                v = bufs[k][index]
+                _accumulate(env[s], v if shape is None else v.reshape(shape))
 
 
 def _optimize(code, n_cells):
@@ -689,4 +764,26 @@ def _optimize(code, n_cells):
     if len(code) and (code[:, 2:].max() >= n_cells or code[computed, 1].max(initial=0)
                       >= n_cells or code.min() < 0):
         raise AssertionError("scalar tape: a cell index outside the arena (a jitgrad bug)")
-    return np.ascontiguousarray(code, dtype=np.uint32)
+    return np.array(_repeats(code.tolist()), dtype=np.uint32).reshape(-1, 5)
+
+
+def _repeats(rows):
+    """`rows` with each stretch of one opcode whose out advances by 1 and whose
+    operands each advance by one non-negative step (an op over a tensor's cells)
+    written as a REPEAT row and its first row; the interpreter runs them in the
+    same order."""
+    out, i, n = [], 0, len(rows)
+    while i < n:
+        k, o, a, b, c = rows[i]
+        j = i + 1
+        if j < n and rows[j][0] == k and rows[j][1] == o + 1:
+            steps = (rows[j][2] - a, rows[j][3] - b, rows[j][4] - c)
+            if min(steps) >= 0:
+                while j < n and rows[j][0] == k and rows[j][1] == o + (j - i) and \
+                        rows[j][2:] == [a + steps[0] * (j - i), b + steps[1] * (j - i),
+                                        c + steps[2] * (j - i)]:
+                    j += 1
+                out.append([interp.REPEAT, j - i, *steps])
+        out.append(rows[i])
+        i = max(j, i + 1)
+    return out

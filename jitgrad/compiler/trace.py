@@ -12,6 +12,7 @@ function is not captured (see compiler/api.py for what happens next).
 """
 import sys
 import threading
+import weakref
 
 import numpy as np
 
@@ -60,13 +61,17 @@ class Tracer:
         self.nograd_region = False  # the derivatives a create_graph=False call asked for
         self.broken = None      # (reason, user line) at the first graph break
         self.ran_backward = False
+        # Tensors made during the trace are held weakly, so that the trace frees what
+        # eager mode frees; an id is forgotten when its object dies (ids are reused).
         self.slot_of = {}       # id(object) -> slot
         self.by_array = {}      # id(array) -> the first slot holding that very array
-        self.keep = []          # keeps traced objects alive, so their ids stay theirs
+        self.watch = {}         # id(tensor or array made during the trace) -> weak ref
+        self.held = []
         self.born_ids = set()   # ids of tensors made during the trace
         self.meta = []          # per slot: SlotMeta (None for a non-tensor input)
         self.versions = []      # per slot: the tensor's version when last recorded
-        self.tensors = []       # per slot: the traced object
+        self.counters = []      # per slot: the tensor's version counter (views share one)
+        self.tensors = []       # per slot: the traced object, or a weak ref (see obj)
         self.inputs = []        # (slot, position in the flattened arguments)
         self.externals = []     # (slot, tensor) read by identity: parameters, constants
         self.instrs = []
@@ -87,22 +92,45 @@ class Tracer:
     def born(self, t):
         """Tensor.__init__ reports each tensor made while the trace runs."""
         self.born_ids.add(id(t))
-        self.keep.append(t)
+        self._watch(t)
+
+    def _watch(self, obj):
+        key = id(obj)
+        if key not in self.watch:
+            try:
+                self.watch[key] = weakref.ref(obj, lambda _, key=key: self._forget(key))
+            except TypeError:  # an array type without weak references: held
+                self.held.append(obj)
+
+    def _forget(self, key):
+        self.watch.pop(key, None)
+        self.born_ids.discard(key)
+        self.slot_of.pop(key, None)
+        self.by_array.pop(key, None)
+
+    def obj(self, slot):
+        """The object of a slot, or None if it was made during the trace and is gone."""
+        t = self.tensors[slot]
+        return t() if type(t) is weakref.ref else t
 
     # ---- slots ------------------------------------------------------------------------
     def _new_slot(self, obj, rg):
         slot = len(self.meta)
         self.slot_of[id(obj)] = slot
-        self.keep.append(obj)
-        self.tensors.append(obj)
+        self.tensors.append(self.watch.get(id(obj), obj))
         if isinstance(obj, Tensor):
             d = obj._data
-            self.by_array.setdefault(id(d), slot)
+            if id(d) not in self.by_array:
+                self.by_array[id(d)] = slot
+                if type(self.tensors[-1]) is weakref.ref:
+                    self._watch(d)
             self.meta.append(SlotMeta(d.shape, d.dtype, type(d), rg))
             self.versions.append(obj._vc[0])
+            self.counters.append(obj._vc)
         else:
             self.meta.append(None)
             self.versions.append(None)
+            self.counters.append(None)
         return slot
 
     def add_input(self, obj, position):
@@ -115,9 +143,8 @@ class Tracer:
             # A new Tensor over a traced tensor's very array (a saved tensor unpacked for
             # the backward pass) is that tensor's value: same slot.
             slot = self.by_array.get(id(t._data))
-            if slot is not None and self.tensors[slot]._vc[0] == t._vc[0]:
+            if slot is not None and self.counters[slot][0] == t._vc[0]:
                 self.slot_of[id(t)] = slot
-                self.keep.append(t)
             else:
                 slot = None
         if slot is None:
@@ -145,7 +172,7 @@ class Tracer:
     def _outputs(self, out, rg):
         if isinstance(out, Tensor):
             slot = self.slot_of.get(id(out))
-            if slot is not None and self.tensors[slot] is out:
+            if slot is not None and self.obj(slot) is out:
                 return Ref(slot)  # an input returned as it is
             return Ref(self._new_slot(out, out._rg and rg))
         if isinstance(out, (list, tuple)):  # (a namedtuple's items are stored by position)
@@ -186,12 +213,14 @@ class Tracer:
         if inplace and isinstance(args[0], Tensor):
             target = args[0]
             vc = target._vc
-            for s, t in enumerate(self.tensors):  # views share the version counter
-                if isinstance(t, Tensor) and t._vc is vc:
+            for s, c in enumerate(self.counters):  # views share the version counter
+                if c is vc:
                     self.versions[s] = vc[0]
             outs = rargs[0] if out is target else self._outputs(out, True)
         else:
             outs = self._outputs(out, self._rg_of(rargs, rkw))
+            if self.nograd_region and self.in_engine:
+                _drop_graph(out, args)
         self.instrs.append(Instr(fn, name, tuple(rargs), rkw, outs, inplace, op))
         return out
 
@@ -252,7 +281,7 @@ class Tracer:
         if not leaves:
             return engine.backward(tensors, grad_tensors, retain_graph, create_graph,
                                    inputs=inputs)
-        grads = self._run_grad(roots, leaves, grad_tensors, True, True)
+        grads = self._run_grad(roots, leaves, grad_tensors, True, False, retain_graph)
         self.ran_backward = True
         for leaf, g in zip(leaves, grads):
             if g is not None:
@@ -276,15 +305,19 @@ class Tracer:
         # backward of its own.
         self.ran_backward = self.ran_backward or not create_graph
         return self._run_grad(outs, _as_tuple(inputs), grad_outputs, allow_unused,
-                              create_graph)
+                              create_graph, retain_graph)
 
-    def _run_grad(self, outs, inputs, grad_outputs, allow_unused, create_graph):
+    def _run_grad(self, outs, inputs, grad_outputs, allow_unused, create_graph, retain_graph):
+        """The derivatives, by the engine with create_graph=True (each one is evaluated
+        with Tensor ops, which are recorded); without the caller's create_graph, they
+        carry no graph (see _drop_graph), and the graph is freed as eager mode frees it."""
         if grad_outputs is None:
             grad_outputs = tuple(ones_like(o) for o in outs)  # recorded: a replay makes them
         self.in_engine += 1
         prev, self.nograd_region = self.nograd_region, self.nograd_region or not create_graph
         try:
-            return engine.grad(outs, inputs, grad_outputs, retain_graph=True, create_graph=True,
+            return engine.grad(outs, inputs, grad_outputs, create_graph=True,
+                               retain_graph=create_graph if retain_graph is None else retain_graph,
                                allow_unused=allow_unused)
         finally:
             self.in_engine -= 1
@@ -329,25 +362,23 @@ class Tracer:
         if not outs or not sources:
             return
         outs = list(dict.fromkeys(outs))
-        reason = _hooked(tuple(self.tensors[r] for r in outs))
+        reason = _hooked(tuple(self.obj(r) for r in outs))
         if reason is not None:  # the caller's backward must run it; recording it would too
             self.graph_break(reason)
             return
         self.instrs = []
-        grads_in = []
         self.depth += 1  # placeholders for the incoming gradients, not ops
         try:
-            for r in outs:
-                grads_in.append(self._new_slot(ones_like(self.tensors[r]), False))
+            ones = [ones_like(self.obj(r)) for r in outs]
         finally:
             self.depth -= 1
+        grads_in = [self._new_slot(g, False) for g in ones]
         self.in_engine += 1
         self.nograd_region = True
         try:
-            grads = engine.grad(tuple(self.tensors[r] for r in outs),
-                                tuple(self.tensors[s] for s in sources),
-                                tuple(self.tensors[s] for s in grads_in), retain_graph=True,
-                                create_graph=True, allow_unused=True)
+            grads = engine.grad(tuple(self.obj(r) for r in outs),
+                                tuple(self.obj(s) for s in sources), tuple(ones),
+                                retain_graph=True, create_graph=True, allow_unused=True)
             res = tuple(None if g is None else self._ref(g) for g in grads)
         finally:
             self.in_engine -= 1
@@ -378,6 +409,18 @@ class _Untraceable(Exception):
 
 def _as_tuple(v):
     return (v,) if isinstance(v, Tensor) else tuple(v)
+
+
+def _drop_graph(out, args):
+    """Cut the graph off a derivative computed for a backward without create_graph:
+    the engine evaluates it with Tensor ops (so that they are recorded), but nothing
+    differentiates it again, and its nodes would keep every intermediate of the
+    backward pass alive until the trace ends."""
+    old = {id(a) for a in _flat_outputs(args)}
+    for t in _flat_outputs(out):
+        if isinstance(t, Tensor) and t.grad_fn is not None and t._base is None and \
+                id(t) not in old:
+            t.grad_fn, t._rg = None, False
 
 
 def _flat_outputs(v):

@@ -13,6 +13,7 @@ makes this process compile into a private temporary folder (removed at exit)
 after one warning, instead of failing.
 """
 import atexit
+import contextlib
 import functools
 import hashlib
 import importlib.util
@@ -20,6 +21,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import warnings
 
@@ -29,6 +31,7 @@ from .._version import __version__
 from .pool import clear_pool
 
 _memory = {}
+_loaded = []  # [True] once a kernel was loaded or compiled in this process
 _stats = {"kernels_compiled": 0, "compile_seconds": 0.0, "disk_hits": 0, "disk_misses": 0,
           "plan_hits": 0, "plan_misses": 0}
 
@@ -89,6 +92,36 @@ def _start_numba():
     return numba
 
 
+def started():
+    """Whether this process has loaded a kernel: Numba is imported and set up, so a
+    kernel in the disk cache loads in milliseconds (the first one costs 0.3 s)."""
+    return bool(_loaded)
+
+
+_background = [0]  # worker threads compiling now (see background_compilation)
+_background_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def background_compilation():
+    """Mark a worker thread's compilation (a jitgrad.compile program building its
+    kernels) while it runs: kernels/cpu.py stand-ins keep running meanwhile rather
+    than compile beside it (Numba compiles one kernel at a time, so they would wait
+    for it, and the program they would serve replaces them once built)."""
+    with _background_lock:
+        _background[0] += 1
+    try:
+        yield
+    finally:
+        with _background_lock:
+            _background[0] -= 1
+
+
+def compiling_in_background():
+    """Whether a worker thread is inside background_compilation()."""
+    return _background[0] > 0
+
+
 def lookup(key):
     """A kernel remembered under a caller's own key (e.g. a fused group's spec)."""
     return _memory.get(key)
@@ -136,7 +169,8 @@ def load(name, source):
     try:
         folder = _write(folder, modname, text)
         try:
-            fn = _import(modname, os.path.join(folder, modname + ".py"))
+            fn = _import(modname, os.path.join(folder, modname + ".py"),
+                         light=warm and _NJIT in source)
         except Exception:
             # A corrupt or half-written entry (source or Numba's index/machine
             # code): drop it and compile afresh.
@@ -152,6 +186,7 @@ def load(name, source):
         _stats["kernels_compiled"] += 1
         _stats["compile_seconds"] += time.perf_counter() - start
     _memory[key] = fn
+    _loaded[:] = [True]
     return fn
 
 
@@ -198,7 +233,46 @@ def _write(folder, modname, text):
     return folder
 
 
-def _import(modname, path):
+# Numba sets up its whole compiler (the CPU target's refresh: every lowering module
+# imported and registered, 0.15 s on a quiet machine, a third of a warm process's
+# first kernel) before it looks a kernel up in its disk cache, though rebuilding an
+# @njit kernel's machine code needs only its runtime (NRT). A light load does only
+# that; a kernel the cache cannot give (another CPU, a stale index) compiles, and
+# Numba's compiler then sets itself up in full as always. A @vectorize kernel builds
+# its ufunc loop at load time and needs the full set-up: loaded the usual way.
+_NJIT = "\n@numba.njit("
+
+
+@contextlib.contextmanager
+def _light_cache_lookups():
+    """While active (under Numba's compiler lock, so no other thread compiles), a
+    Numba disk-cache lookup initialises the runtime only (see _NJIT)."""
+    from numba.core import caching
+    from numba.core.compiler_lock import global_compiler_lock
+    from numba.core.runtime import rtsys
+
+    def load_overload(self, sig, target_context):
+        rtsys.initialize(target_context)
+        return self._load_overload(sig, target_context)
+    with global_compiler_lock:
+        full = caching.Cache.load_overload
+        caching.Cache.load_overload = load_overload
+        try:
+            yield
+        finally:
+            caching.Cache.load_overload = full
+
+
+def _import(modname, path, light=False):
+    """The `kernel` of the module at `path`; `light`: try a light load first (see
+    _NJIT), and the usual one if that fails, which tells a bad entry from a
+    lookup that needed more set-up."""
+    if light:
+        try:
+            with _light_cache_lookups():
+                return _import(modname, path)
+        except Exception:
+            pass
     spec = importlib.util.spec_from_file_location(modname, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[modname] = module

@@ -13,6 +13,7 @@ before a CUDA launch or a numpy stand-in).
 """
 import numpy as np
 
+from .. import _state, backend
 from . import cache
 from .expr import to_numpy_code, to_scalar_code
 from .source import NUMBA_TYPE, array_type, check_lengths, flat_kernel, header, scalar_type
@@ -23,85 +24,161 @@ from .source import NUMBA_TYPE, array_type, check_lengths, flat_kernel, header, 
 FORMULAS = {}
 
 
-def ufunc(name, args, body, arg_dtypes, compute_dtype, out_dtype, prefix=None):
-    """Compile `body` (a parsed formula over `args`) as a ufunc.
+def ufunc(name, args, body, arg_dtypes, compute_dtype, out_dtype, prefix=None, install=None):
+    """Compile `body` (a parsed formula over `args`) as a ufunc, or return its numpy
+    stand-in (see `staged`; `install` as there).
 
     arg_dtypes: numpy dtype per argument; compute_dtype: the `T` of constants;
     out_dtype: the result's dtype. `prefix` multiplies the formula (the
     incoming gradient `g` of a backward kernel)."""
-    code = to_scalar_code(body, dtype=compute_dtype.name)
-    if prefix is not None:
-        code = f"{prefix} * {code}"
-    sig = "{}({})".format(NUMBA_TYPE[out_dtype.name],
-                          ", ".join(NUMBA_TYPE[d.name] for d in arg_dtypes))
-    source = (
-        header(code) +
-        f"T = np.{compute_dtype.name}\n\n\n"
-        f"@numba.vectorize([{sig!r}], cache=True)\n"
-        f"def kernel({', '.join(args)}):\n"
-        f"    return {scalar_type(out_dtype.name)}({code})\n")
-    # The DUFunc's underlying numpy ufunc: same loops, a third of the call cost.
-    u = cache.load(f"{name}_{compute_dtype.name}", source).ufunc
-    FORMULAS[u] = (tuple(args), body, prefix, compute_dtype)
-    return u
+    def compiled():
+        code = to_scalar_code(body, dtype=compute_dtype.name)
+        if prefix is not None:
+            code = f"{prefix} * {code}"
+        sig = "{}({})".format(NUMBA_TYPE[out_dtype.name],
+                              ", ".join(NUMBA_TYPE[d.name] for d in arg_dtypes))
+        source = (
+            header(code) +
+            f"T = np.{compute_dtype.name}\n\n\n"
+            f"@numba.vectorize([{sig!r}], cache=True)\n"
+            f"def kernel({', '.join(args)}):\n"
+            f"    return {scalar_type(out_dtype.name)}({code})\n")
+        # The DUFunc's underlying numpy ufunc: same loops, a third of the call cost.
+        u = cache.load(f"{name}_{compute_dtype.name}", source).ufunc
+        FORMULAS[u] = (tuple(args), body, prefix, compute_dtype)
+        return u
+    if cache.started():
+        return compiled()
+    return staged(compiled, numpy_ufunc(args, body, prefix, arg_dtypes, compute_dtype,
+                                        out_dtype, name), install)
 
 
-def loop(name, args, kinds, body, arg_dtypes, compute_dtype, out_dtype, parallel):
+def loop(name, args, kinds, body, arg_dtypes, compute_dtype, out_dtype, parallel, install=None):
     """A loop kernel `kernel(n, *operands, out)` over 1-D contiguous arrays (kind
     "a") and scalars (kind "s"), for large same-shape operands; with `parallel`,
-    split across cores (see fuse.PARALLEL_MIN_ELEMENTS)."""
-    code = to_scalar_code(body, {a: f"{a}[i]" for a, k in zip(args, kinds) if k == "a"},
-                          dtype=compute_dtype.name)
+    split across cores (see fuse.PARALLEL_MIN_ELEMENTS). May be a stand-in (see
+    `staged`; `install` as there)."""
+    subst = {a: f"{a}[i]" for a, k in zip(args, kinds) if k == "a"}
     types = ["int64"] + [array_type(d.name) if k == "a" else NUMBA_TYPE[d.name]
                          for d, k in zip(arg_dtypes, kinds)] + [array_type(out_dtype.name)]
     arrays = [a for a, k in zip(args, kinds) if k == "a"] + ["out"]
-    store = [f"out[i] = {scalar_type(out_dtype.name)}({code})"]
 
     def source(target):
+        # made only when needed: writing the scalar code loads kernels/vmath.py (Numba)
+        code = to_scalar_code(body, subst, dtype=compute_dtype.name)
+        store = [f"out[i] = {scalar_type(out_dtype.name)}({code})"]
         return (header(code) + f"T = np.{compute_dtype.name}\n\n\n" + "\n".join(
             flat_kernel(target, ["n", *args, "out"], types, [(None, store)], arrays, name)) + "\n")
     base = f"{name}_{compute_dtype.name}"
-    if not parallel:
-        return cache.load(base + "_loop", source("serial"))
+    serial = (base + "_loop", lambda: source("serial"))
+    chosen = (base + "_par", lambda: source("parallel")) if parallel else serial
     expr = to_numpy_code(body) if compute_dtype.name in NUMPY_TIER else None
     first = None if expr is None else numpy_kernel(
         ["n", *args, "out"], [f"out[...] = {expr}"], compute_dtype.name, arrays, name)
-    return tiered(base + "_par", source("parallel"), first, base + "_loop", source("serial"))
+    return flat_staged(chosen, first, serial if parallel else None, install)
 
 
-# A parallel kernel compiles 3-4 times slower than the same loop run serially
-# (measured: 0.5 s against 0.15 s per elementwise kernel, after Numba's own 0.5 s
-# start-up), and a first step runs each kernel once or twice: compiling there made
-# the first W1 step at N=1e6 take 5 s. So a parallel kernel that is not in the
-# disk cache runs its first PROMOTE_AFTER_CALLS calls through numpy (whole-array
-# operations on the same formula, no compilation), or serially where numpy lacks
-# a function; the call after those compiles it. A loop repeating a step pays that
-# compilation at step PROMOTE_AFTER_CALLS + 1, once per cache folder; a script
-# that runs a step once never compiles it.
-PROMOTE_AFTER_CALLS = 2
+# ---- the first calls of a kernel: numpy stand-ins ----------------------------------------
+#
+# Getting a compiled kernel costs far more than running it once: a process's first
+# kernel starts Numba (its import and compiler set-up: 0.3 s, which every short
+# script paid for its first op), and a kernel not in the disk cache compiles (0.1 s
+# serial, 0.5 s parallel: compiling made the first W1 step at N=1e6 take 5 s). So
+# such a kernel starts as a stand-in running numpy code of the same formula
+# (whole-array operations, no compilation), or its serial loop where numpy lacks
+# a function. The stand-in hands over to the compiled kernel (loaded from disk,
+# or compiled) in the third training step it is called in: a step ends with each
+# backward pass (end_step). Code that never runs a backward hands over at the call
+# after PROMOTE_AFTER_CALLS. A script that runs a step once or twice never starts
+# Numba; a loop pays the start-up or the compilation at its third step, once per
+# cache folder for the compilation. A jitgrad.compile trace (the first call of a
+# compiled step, which runs the step to record it) keeps the stand-ins: the
+# program it records compiles kernels of its own, in a worker thread; and while
+# that thread compiles, stand-ins keep running rather than wait for it.
+PROMOTE_AFTER_STEPS = 2
+PROMOTE_AFTER_CALLS = 16
 NUMPY_TIER = ("float32", "float64")  # dtypes whose numpy results match the kernels'
+_steps = [0]
 
 
-def tiered(parallel_name, parallel_source, first, serial_name, serial_source):
-    """The parallel kernel if it is loaded or on disk, else a callable with its
-    arguments that runs `first` (a numpy_kernel, or None for the serial kernel)
-    PROMOTE_AFTER_CALLS times and then compiles and runs the parallel kernel."""
-    if cache.is_ready(parallel_name, parallel_source):
-        return cache.load(parallel_name, parallel_source)
+def end_step():
+    """Count one training step (the engine calls this after each backward pass)."""
+    _steps[0] += 1
+
+
+def flat_staged(chosen, first, serial=None, install=None):
+    """The flat kernel chosen = (name, source function), or its stand-in (see
+    `staged`) when getting it now would cost more than a few calls of `first`:
+    Numba has not started, or it is a parallel kernel (`serial` is given) not in
+    the disk cache. Without `first`, the `serial` kernel stands in for a
+    parallel one."""
+    name, source = chosen
+
+    def compiled():
+        return cache.load(name, source())
+    if cache.started() and (serial is None or cache.is_ready(name, source())):
+        return compiled()
     if first is None:
-        first = cache.load(serial_name, serial_source)
+        if serial is None:
+            return compiled()
+        first = cache.load(serial[0], serial[1]())
+    return staged(compiled, first, install)
+
+
+def staged(compiled, first, install=None):
+    """A callable running `first` (a stand-in computing the same results) for the
+    calls of its first PROMOTE_AFTER_STEPS steps, of jitgrad.compile traces and while
+    another thread compiles, then compiled() (the kernel) from
+    then on; `install(kernel)` is called once with it, so that a caller keeping
+    kernels can drop this wrapper. compiled() at once when `first` is None. Device
+    operands go to the compiled kernel, which hands them to their backend."""
+    if first is None:
+        return compiled()
+    start = _steps[0]
     calls = 0
     kernel = None
 
-    def call(*args):
+    def call(*args, **kwargs):
         nonlocal calls, kernel
         if kernel is None:
             calls += 1
-            if calls <= PROMOTE_AFTER_CALLS:
-                return first(*args)
-            kernel = cache.load(parallel_name, parallel_source)
-        return kernel(*args)
+            young = calls <= PROMOTE_AFTER_CALLS and _steps[0] - start < PROMOTE_AFTER_STEPS
+            if (young or _state.trace[0] is not None or cache.compiling_in_background()) \
+                    and backend.first_device_array(args) is None:
+                return first(*args, **kwargs)
+            kernel = compiled()
+            if install is not None:
+                install(kernel)
+        return kernel(*args, **kwargs)
     return call
+
+
+def numpy_ufunc(args, body, prefix, arg_dtypes, compute_dtype, out_dtype, what):
+    """The stand-in of a formula ufunc: a Python function with the ufunc's calling
+    convention (operands broadcast together, optional `out=`) and results (a new
+    array of `out_dtype`), computing with numpy; None where numpy lacks a function
+    of the formula or the dtype's results would differ."""
+    # operands renamed a0, a1, ...: a formula's `out` (the forward result) is an operand
+    names = {a: f"a{i}" for i, a in enumerate(args)}
+    expr = to_numpy_code(body, names) if compute_dtype.name in NUMPY_TIER else None
+    if expr is None:
+        return None
+    if prefix is not None:
+        expr = f"{names[prefix]} * {expr}"
+    params = list(names.values())
+    shapes = ", ".join(f"{a}.shape" for a in params)
+    src = (f"def kernel({', '.join(params)}, *, out=None):\n" +
+           "".join(f"    {a} = np.asarray({a}, D{i})\n" for i, a in enumerate(params)) +
+           f"    with np.errstate(all='ignore'):\n"
+           f"        r = {expr}\n"
+           f"    if out is None:\n"
+           f"        out = np.empty(np.broadcast_shapes({shapes},), OUT)\n"
+           f"    out[...] = r\n"
+           f"    return out\n")
+    namespace = {"np": np, "T": compute_dtype.type, "OUT": out_dtype,
+                 **{f"D{i}": d for i, d in enumerate(arg_dtypes)}}
+    exec(compile(src, f"<jitgrad numpy kernel {what}>", "exec"), namespace)
+    return namespace["kernel"]
 
 
 def numpy_kernel(params, lines, dtype, arrays, what):

@@ -147,7 +147,7 @@ def to_scalar_code(body, rename=None, dtype=None):
 
 
 # formula name -> numpy template, for evaluating a formula on whole arrays (the first
-# calls of a large kernel not compiled yet, see kernels/cpu.py tiered). erf has no
+# calls of a large kernel not compiled yet, see kernels/cpu.py staged). erf has no
 # numpy function: formulas using it are compiled at once.
 NUMPY_MATH = {
     "exp": "np.exp({0})", "exp2": "np.exp2({0})", "log": "np.log({0})",

@@ -12,7 +12,7 @@ same spec always yields the same source, so the kernel cache doubles as the
 plan cache across training steps and processes.
 """
 from . import cache
-from .cpu import NUMPY_TIER, numpy_kernel, tiered
+from .cpu import NUMPY_TIER, flat_staged, numpy_kernel
 from .expr import to_numpy_code, to_scalar_code
 from .source import NUMBA_TYPE, array_type, flat_kernel, header
 
@@ -118,16 +118,17 @@ def fused_kernel(spec, gin_kinds, parallel):
     key = ("fused", spec, gin_kinds, parallel)
     fn = cache.lookup(key)
     if fn is None:
-        serial = fused_source(spec, gin_kinds, "serial")
-        fn = tiered("fused_par", fused_source(spec, gin_kinds, "parallel"),
-                    _numpy_fused(spec, gin_kinds), "fused", serial) \
-            if parallel else cache.load("fused", serial)
+        serial = ("fused", lambda: fused_source(spec, gin_kinds, "serial"))
+        chosen = ("fused_par", lambda: fused_source(spec, gin_kinds, "parallel")) \
+            if parallel else serial
+        fn = flat_staged(chosen, _numpy_fused(spec, gin_kinds), serial if parallel else None,
+                         lambda kernel: cache.remember(key, kernel))
         cache.remember(key, fn)
     return fn
 
 
 def _numpy_fused(spec, gin_kinds):
-    """The group's kernel as numpy code (see cpu.tiered), or None."""
+    """The group's kernel as numpy code (see cpu.staged), or None."""
     got = fused_body(spec, gin_kinds, None, numpy=True) if spec[0] in NUMPY_TIER else None
     if got is None:
         return None

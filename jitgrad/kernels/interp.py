@@ -4,13 +4,19 @@ of small tensors to them).
 A scalar tape is a uint32 array of rows (opcode, out, a, b, c) over one
 float64 arena: row i sets arena[out] to the opcode's function of arena[a],
 arena[b], arena[c], or stores arena[a] into element `out` of one of the output
-buffers. Each elementwise op of the formula table (ops/registry.py REGISTRY)
-gives one opcode per float dtype: its forward formula in that dtype's
-arithmetic, so a float32 row rounds as an eager float32 kernel does. Math
-functions are the C library's (expr.MATH), not kernels/vmath.py's: both are
-within an ulp or two of exact, and vmath's functions, compiled into every
-branch, made the interpreter take 25-40 s to compile instead of 9 s. The
-interpreter is generated once from the table and disk-cached
+buffers. A row (REPEAT, n, da, db, dc) runs the row after it n times, out
+advancing by 1 and a, b, c by da, db, dc each time: one op over a whole tensor
+is one row to decode and dispatch instead of one per element. Each branch
+loops over its repeats (a loop around the whole dispatch ran no faster than
+one row per element); that makes the interpreter compile in about 20 s of
+CPU instead of 7 s, once per cache folder.
+
+Each elementwise op of the formula table (ops/registry.py REGISTRY) gives one
+opcode per float dtype: its forward formula in that dtype's arithmetic, so a
+float32 row rounds as an eager float32 kernel does. Math functions are the C
+library's (expr.MATH), not kernels/vmath.py's: both are within an ulp or two
+of exact, and vmath's functions, compiled into every branch, made the
+interpreter take 25-40 s to compile instead of 9 s. The interpreter is generated once from the table and disk-cached
 (kernels/cache.py): its compile time does not depend on any program, which
 is data.
 """
@@ -26,8 +32,9 @@ DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _NARGS = 3  # operand columns a, b, c
 
 # Opcodes that are not formulas: a float32 rounding of a float64 value, and the
-# stores into the float32, float64, bool and int64 output buffers.
-ROUND32, STORE_F32, STORE_F64, STORE_BOOL, STORE_I64 = range(5)
+# stores into the float32, float64, bool and int64 output buffers; then REPEAT
+# (handled before the dispatch, not a branch of it).
+ROUND32, STORE_F32, STORE_F64, STORE_BOOL, STORE_I64, REPEAT = range(6)
 _FIXED_LINES = {
     ROUND32: ["_A[_o] = f64(f32(_A[_a]))"],
     STORE_F32: ["_o32[_o] = f32(_A[_a])"],
@@ -74,23 +81,37 @@ def opcodes(ops):
         if op.n_args > _NARGS:
             continue
         for dt in DTYPES:
-            k = len(branches)
+            k = len(branches) + 1  # after REPEAT
             table[op.name, dt] = k
             branches.append((k, _branch(op, dt, k)))
-    body = _dispatch(branches, "        ")
+    # Each branch loops over its repeats: the dispatch is paid once per row.
+    step = ["_o += _one", "_a += _da", "_b += _db", "_c += _dc"]
+    body = _dispatch([(k, ["for _j in range(_n):"] + ["    " + line for line in lines + step])
+                      for k, lines in branches], "        ")
     text = "\n".join(body)
     # Unsigned cell numbers: Numba indexes with them without the wraparound test of
     # negative indices (a third faster).
     sig = "void(uint32[:, ::1], float64[::1], float32[::1], float64[::1], boolean[::1], int64[::1])"
-    source = (header() + "f32 = np.float32\nf64 = np.float64\n\n\n"
+    source = (header() + "f32 = np.float32\nf64 = np.float64\nu64 = np.uint64\n\n\n"
               f"@numba.njit({sig!r}, cache=True, nogil=True, error_model='numpy')\n"
               "def kernel(_code, _A, _o32, _o64, _ob, _oi):\n"
-              "    for _i in range(_code.shape[0]):\n"
+              "    _i = 0\n"
+              "    _one = u64(1)\n"
+              "    while _i < _code.shape[0]:\n"
+              "        _n = _one\n"
+              "        _da = _db = _dc = u64(0)\n"
+              f"        if _code[_i, 0] == {REPEAT}:\n"
+              "            _n = u64(_code[_i, 1])\n"
+              "            _da = u64(_code[_i, 2])\n"
+              "            _db = u64(_code[_i, 3])\n"
+              "            _dc = u64(_code[_i, 4])\n"
+              "            _i += 1\n"
               "        _k = _code[_i, 0]\n"
-              "        _o = _code[_i, 1]\n"
-              "        _a = _code[_i, 2]\n"
-              "        _b = _code[_i, 3]\n"
-              "        _c = _code[_i, 4]\n" + text + "\n")
+              "        _o = u64(_code[_i, 1])\n"
+              "        _a = u64(_code[_i, 2])\n"
+              "        _b = u64(_code[_i, 3])\n"
+              "        _c = u64(_code[_i, 4])\n" + text + "\n"
+              "        _i += 1\n")
     return table, source
 
 

@@ -10,6 +10,8 @@ from .modules import (
     PairwiseDistance, ParameterDict, ParameterList, ReLU, ReLU6, SELU, Sequential, SiLU, Sigmoid,
     SmoothL1Loss, Softmax, Softmax2d, Softmin, Softplus, Softshrink, Softsign, Tanh, Tanhshrink,
     Threshold, TripletMarginLoss, Unflatten)
+from .modules import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, Conv1d, Conv2d,
+                      MaxPool1d, MaxPool2d)
 from .parameter import Parameter
 from . import parallel
 
@@ -23,4 +25,5 @@ __all__ = ["functional", "init", "utils", "parallel", "Parameter", "Module", "Li
            "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "MSELoss", "L1Loss", "SmoothL1Loss",
            "HuberLoss", "BCELoss", "BCEWithLogitsLoss", "KLDivLoss", "NLLLoss", "CrossEntropyLoss",
            "MarginRankingLoss", "TripletMarginLoss", "CosineEmbeddingLoss", "CosineSimilarity",
-           "PairwiseDistance"]
+           "PairwiseDistance", "Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d", "AvgPool1d",
+           "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d"]

@@ -10,9 +10,10 @@ from .. import _state, dtypes as _dt
 from .._trace import traced
 from ..ops import formulas as E
 from ..ops import indexing, linalg, views
+from ..ops import conv as _conv, pooling as _pooling
 from ..ops import reduce as reductions
 from ..ops import nn as _softmax_ops
-from ..ops.creation import rand, zeros_like
+from ..ops.creation import rand
 from ..ops.inplace import inplace_elementwise
 from ..ops.registry import Arg, Sample, op
 from ..tensor import Tensor, on_device, wrap_dim
@@ -28,7 +29,9 @@ __all__ = ["relu", "sigmoid", "tanh", "softplus", "gelu", "silu", "leaky_relu", 
            "dropout3d", "scaled_dot_product_attention", "cosine_similarity", "pairwise_distance",
            "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
            "binary_cross_entropy_with_logits", "kl_div", "cross_entropy", "nll_loss",
-           "margin_ranking_loss", "triplet_margin_loss", "cosine_embedding_loss"]
+           "margin_ranking_loss", "triplet_margin_loss", "cosine_embedding_loss", "conv1d",
+           "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d",
+           "adaptive_avg_pool1d", "adaptive_avg_pool2d"]
 
 
 def _activation(fn, input, inplace, *params):
@@ -471,14 +474,7 @@ def _nll_loss_backward(node, g):
     # torch's nll_loss backward is a function of the input too, with derivative 0
     # (NllLossBackwardBackward0): with create_graph=True the gradient is linked to
     # it, so a gradient penalty through nll_loss differentiates to 0, not an error.
-    linked = _linked(grad, x)
-    return (linked if linked.requires_grad else grad,)
-
-
-@op("NllLossBackwardBackward0", backward=lambda node, gg: (gg, zeros_like(node._attrs[0])))
-def _linked(grad, x):
-    """grad's values, recorded as a function of grad and (with derivative 0) of x."""
-    return _linked.op.emit(Tensor(grad._data), (grad, x), (x,))
+    return (_conv.linked(grad, x, node="NllLossBackwardBackward0"),)
 
 
 @traced  # a jitgrad.compile replay checks each call's targets too
@@ -947,3 +943,68 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     if bias is not None:
         out = out + bias
     return out
+
+
+# ---- convolution and pooling (jitgrad/ops/conv.py, jitgrad/ops/pooling.py) ---------------------
+
+@op(name="nn.functional.conv1d",
+    samples=(Sample(Arg(2, 3, 7), Arg(4, 3, 3), Arg(4), stride=2, padding=1),
+             Sample(Arg(4, 6), Arg(2, 2, 2), dilation=2, groups=2, padding="same")))
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _conv.conv(input, weight, bias, stride, padding, dilation, groups, 1)
+
+
+@op(name="nn.functional.conv2d",
+    samples=(Sample(Arg(2, 2, 5, 5), Arg(3, 2, 3, 3), Arg(3), padding=1),
+             Sample(Arg(1, 4, 6, 5), Arg(4, 2, 2, 3), stride=(2, 1), padding=(1, 0),
+                    dilation=(1, 2), groups=2),
+             Sample(Arg(2, 5, 4), Arg(2, 2, 3, 3), padding="same")))
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _conv.conv(input, weight, bias, stride, padding, dilation, groups, 2)
+
+
+@op(name="nn.functional.max_pool1d",
+    samples=(Sample(Arg(2, 3, 7), 2), Sample(Arg(3, 8), 3, stride=2, padding=1, ceil_mode=True)))
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    return _pooling.max_pool(input, kernel_size, stride, padding, dilation, ceil_mode,
+                             return_indices, 1, "max_pool1d")
+
+
+@op(name="nn.functional.max_pool2d",
+    samples=(Sample(Arg(2, 3, 6, 5), 2),
+             Sample(Arg(3, 5, 5), 3, stride=2, padding=1, ceil_mode=True),
+             Sample(Arg(1, 2, 7, 6), (2, 3), stride=(1, 2), dilation=(2, 1))))
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    return _pooling.max_pool(input, kernel_size, stride, padding, dilation, ceil_mode,
+                             return_indices, 2, "max_pool2d")
+
+
+@op(name="nn.functional.avg_pool1d",
+    samples=(Sample(Arg(2, 3, 7), 2),
+             Sample(Arg(3, 8), 3, stride=2, padding=1, ceil_mode=True, count_include_pad=False)))
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    return _pooling.avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                             None, 1, "avg_pool1d")
+
+
+@op(name="nn.functional.avg_pool2d",
+    samples=(Sample(Arg(2, 3, 6, 5), 2),
+             Sample(Arg(3, 5, 5), 3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+             Sample(Arg(1, 2, 5, 5), 2, divisor_override=3)))
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    return _pooling.avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                             divisor_override, 2, "avg_pool2d")
+
+
+@op(name="nn.functional.adaptive_avg_pool1d", samples=(Sample(Arg(2, 3, 7), 3),))
+def adaptive_avg_pool1d(input, output_size):
+    return _pooling.adaptive_avg_pool(input, output_size, 1, "adaptive_avg_pool1d")
+
+
+@op(name="nn.functional.adaptive_avg_pool2d",
+    samples=(Sample(Arg(2, 3, 7, 5), (3, 2)), Sample(Arg(3, 4, 4), 1)))
+def adaptive_avg_pool2d(input, output_size):
+    return _pooling.adaptive_avg_pool(input, output_size, 2, "adaptive_avg_pool2d")

@@ -117,7 +117,8 @@ class ElementwiseOp:
     def forward_kernel(self, kdt):
         k = self._fwd.get(kdt)
         if k is None:
-            k = self._fwd[kdt] = self._formula_ufunc("fwd", ("forward",), kdt)
+            k = self._fwd[kdt] = self._formula_ufunc("fwd", ("forward",), kdt,
+                                                     lambda u: self._fwd.__setitem__(kdt, u))
         return k
 
     def loop_kernel(self, kdt, kinds, parallel):
@@ -128,7 +129,8 @@ class ElementwiseOp:
         if k is None:
             names, body, _, dts, out_dt, _ = role_formula(self, ("forward",), kdt)
             k = self._fwd[key] = _cpu.loop(f"{self.name}_fwd", names, kinds, body, dts, kdt,
-                                           out_dt, parallel)
+                                           out_dt, parallel,
+                                           lambda f: self._fwd.__setitem__(key, f))
         return k
 
     def backward_kernel(self, i, kdt):
@@ -137,7 +139,8 @@ class ElementwiseOp:
         k = self._bwd.get(key)
         if k is None:
             _, _, _, _, _, (idx, uses_out) = role_formula(self, ("backward", i), kdt)
-            fn = self._formula_ufunc(f"bwd{i}", ("backward", i), kdt)
+            fn = self._formula_ufunc(f"bwd{i}", ("backward", i), kdt,
+                                     lambda u: self._bwd.__setitem__(key, (u, idx, uses_out)))
             k = self._bwd[key] = (fn, idx, uses_out)
         return k
 
@@ -146,14 +149,17 @@ class ElementwiseOp:
         key = ("jvp", kdt, mask)
         k = self._fwd.get(key)
         if k is None:
-            k = self._fwd[key] = self._formula_ufunc(f"jvp{mask}", ("jvp", mask), kdt)
+            k = self._fwd[key] = self._formula_ufunc(f"jvp{mask}", ("jvp", mask), kdt,
+                                                     lambda u: self._fwd.__setitem__(key, u))
         return k
 
-    def _formula_ufunc(self, suffix, role, kdt):
-        """The CPU ufunc of one kernel role; what it computes comes from
-        kernels/roles.py, as for every other device."""
+    def _formula_ufunc(self, suffix, role, kdt, install):
+        """The CPU ufunc of one kernel role (or its stand-in until `install` gets the
+        ufunc: kernels/cpu.py staged); what it computes comes from kernels/roles.py,
+        as for every other device."""
         names, body, prefix, dts, out_dt, _ = role_formula(self, role, kdt)
-        return _cpu.ufunc(f"{self.name}_{suffix}", names, body, dts, kdt, out_dt, prefix=prefix)
+        return _cpu.ufunc(f"{self.name}_{suffix}", names, body, dts, kdt, out_dt, prefix=prefix,
+                          install=install)
 
     def tensor_partial(self, i):
         """partial_i as a Python function of Tensors (for create_graph)."""

@@ -229,6 +229,51 @@ def test_gradient_of_the_hessian_vector_product_flows_back():
     assert_close(grads[1], grads[2], "replayed call")
 
 
+def test_results_nothing_reads_are_not_computed(monkeypatch):
+    """Of the four matrix-vector products of a reverse-over-reverse HVP, the first
+    gradient's (A^T g) is read by nothing: the replay does three, as
+    jax.jit(jvp(grad(f))) does."""
+    A = jitgrad.tensor(helpers.rng_for("hvp-dce").standard_normal((80, 80)).astype("float32"))
+    w, v = jitgrad.ones(80, requires_grad=True), jitgrad.ones(80)
+
+    def hvp(A, w, v):
+        (g,) = jitgrad.autograd.grad(jitgrad.tanh(A @ w).sum(), w, create_graph=True)
+        return jitgrad.autograd.grad(g, w, v)[0]
+    f = jitgrad.compile(hvp, mode=MODE)
+    assert_close(f(A, w, v), hvp(A, w, v), "traced call")
+    calls = []
+    matmul = np.matmul
+    monkeypatch.setattr(np, "matmul", lambda *a, **k: calls.append(1) or matmul(*a, **k))
+    got = f(A, w, v)
+    replayed = len(calls)
+    assert_close(got, hvp(A, w, v), "replayed call")
+    assert (replayed, len(calls) - replayed) == (3, 4)
+    assert f.entries()[0].program.forward_tape.describe()["unused (not run)"][1] >= 1
+
+
+def test_a_linear_weight_gradient_is_made_in_the_weights_layout():
+    """(x^T g)^T, the weight gradient of a linear layer, is computed into a buffer
+    in the weight's C order: .grad equals eager's with no strided copy."""
+    model_c, model_e = _model(3), _model(3)
+    model_c[0], model_e[0] = nn.Linear(6, 600), nn.Linear(6, 600)
+    model_c[2], model_e[2] = nn.Linear(600, 8), nn.Linear(600, 8)
+    model_e.load_state_dict(model_c.state_dict())
+    opt_c, opt_e = (jitgrad.optim.SGD(m.parameters(), lr=0.1) for m in (model_c, model_e))
+    step = jitgrad.compile(_train_step, mode=MODE)
+    for i, (x, y) in enumerate(_batches("layout")):
+        x = x.repeat(40, 1)
+        y = y.repeat(40)
+        assert_close(step(model_c, opt_c, x, y), _train_step(model_e, opt_e, x, y),
+                     f"step {i}: loss", graph=False)
+        _assert_same_training_state(model_c, opt_c, model_e, opt_e, f"step {i}")
+        assert model_c[2].weight.grad._data.flags.c_contiguous
+    tape = step.entries()[0].program.forward_tape
+    steps = [run for run, _ in tape.steps]
+    assert any(getattr(run, "__qualname__", "").startswith("_transposed_product") for run in steps)
+    # matmuls read the weights through their transposes: the forward's t(W) do not run
+    assert tape.describe()["unused (not run)"][1] >= 3
+
+
 # ---- in-place writes ---------------------------------------------------------------------------
 
 def _write_into_views(x):

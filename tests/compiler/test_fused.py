@@ -61,7 +61,7 @@ def test_w1_compiled_equals_eager_and_runs_fused():
     run = next(s for s, _ in e.program.forward_tape.steps if isinstance(s, fused.Run))
     launches = [s for s in run.steps if isinstance(s, fused.Launch)]
     assert len(launches) == 1
-    assert launches[0].stores == [] and launches[0].array_slots == [0]
+    assert launches[0].stores == [] and launches[0].input_slots() == [0]
 
 
 def test_kernels_built_in_the_background_take_over_from_the_python_tier():
@@ -116,7 +116,7 @@ def test_a_gradient_that_depends_on_the_loss_takes_two_passes():
     run = next(s for s, _ in e.program.forward_tape.steps if isinstance(s, fused.Run))
     assert sum(isinstance(s, fused.Launch) for s in run.steps) == 2
     # the second pass recomputes tanh from x instead of reading a saved array
-    assert all(s.array_slots == [0] for s in run.steps if isinstance(s, fused.Launch))
+    assert all(s.input_slots() == [0] for s in run.steps if isinstance(s, fused.Launch))
 
 
 def test_long_chains_split_into_kernels_of_bounded_size(monkeypatch):
@@ -134,8 +134,8 @@ def test_long_chains_split_into_kernels_of_bounded_size(monkeypatch):
     run = next(s for s, _ in e.program.forward_tape.steps if isinstance(s, fused.Run))
     launches = [s for s in run.steps if isinstance(s, fused.Launch)]
     assert len(launches) > 2
-    assert all(sum(fused.op_cost(op) for op, _ in s.ops) <= 9 for s in launches)
-    assert any(not to_env for s in launches for _, to_env in s.stores)  # temporaries
+    assert all(sum(fused.op_cost(op) for op in s.ops) <= 9 for s in launches)
+    assert any(not to_env for s in launches for _, _, to_env in s.stores)  # temporaries
 
 
 def test_returned_intermediates_parameters_views_and_two_shapes():
@@ -195,6 +195,12 @@ def test_forward_only_capture_runs_its_backward_fused_too():
     assert fused_count(e, "backward") > 0 and fused_count(e) > 0
 
 
+def backward_of_the_last(values):
+    loss = sum(v.sum() for v in values[-3:]) * 1e-3
+    loss.backward()
+    return loss
+
+
 def random_step(seed):
     """A random graph over two large leaves and a 0-d one: unary and binary
     elementwise ops, Python numbers, fan-out, and reductions whose results flow
@@ -218,9 +224,7 @@ def random_step(seed):
                 values.append(c * (a.mean() * 0.1).tanh())
             else:
                 values.append(binary[b](a, c))
-        loss = sum(v.sum() for v in values[-3:]) * 1e-3
-        loss.backward()
-        return loss
+        return backward_of_the_last(values)
     return step
 
 
@@ -285,12 +289,170 @@ def test_kernels_check_their_operands_lengths():
     kernel = launch.kernel(("=",))
     a = np.zeros(N, np.float32)
     scalars = [np.float32(1)] * len(launch.scalars)
-    nb = (N + fused.BLOCK - 1) // fused.BLOCK
+    nb = launch.nb
+    head = (N, launch.width, launch.per_block)
     out, parts = np.empty(N, np.float32), np.empty(nb)
-    kernel(N, 0, nb, a, *scalars, out, parts)  # the right lengths run
+    kernel(*head, 0, nb, a, *scalars, out, parts)  # the right lengths run
     with pytest.raises(ValueError, match="must have n elements"):
-        kernel(N, 0, nb, a[:-1], *scalars, out, parts)
+        kernel(*head, 0, nb, a[:-1], *scalars, out, parts)
     with pytest.raises(ValueError, match="must have n elements"):
-        kernel(N, 0, nb, a, *scalars, out, parts[:-1])
+        kernel(*head, 0, nb, a, *scalars, out, parts[:-1])
     with pytest.raises(ValueError, match="out of range"):
-        kernel(N, 0, nb + 1, a, *scalars, out, parts)
+        kernel(*head, 0, nb + 1, a, *scalars, out, parts)
+
+
+# ---- row reductions: kernels over rows ----------------------------------------------------
+
+
+def layer_norm_step(x, w, b):
+    x.grad = w.grad = b.grad = None
+    centred = x - x.mean(-1, keepdim=True)
+    var = (centred * centred).mean(-1, keepdim=True)
+    loss = (centred * (var + 1e-5).rsqrt() * w + b).sum()
+    loss.backward()
+    return loss
+
+
+def row_launches(e, part="forward"):
+    tape = e.program.forward_tape if part == "forward" else e.program.backward_tape
+    return [s for run, _ in tape.steps if isinstance(run, fused.Run) for s in run.steps
+            if isinstance(s, fused.Launch) and s.rows]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(64, 300), (3, 50, 70), (1100, 13)])
+def test_layer_norm_written_out_is_one_kernel_over_rows(shape, dtype):
+    x, w, b = leaves(("layer-norm", shape, dtype), [shape, shape[-1:], shape[-1:]], dtype)
+    e = compare(layer_norm_step, [x, w, b], dtype=dtype)
+    # both means, the loss, and the gradients of x, w and b: one kernel, reading x, w, b
+    assert fused_count(e) == e.forward_ops - 3
+    (launch,) = row_launches(e)
+    assert sorted(launch.input_slots()) == [0, 1, 2] and launch.stores == []
+    assert {part for _, part, _, _ in launch.reds} == {"all", "col"}
+
+
+def test_per_row_values_returned_and_read_after_the_run_are_stored():
+    def step(x):
+        x.grad = None
+        mu = x.mean(-1, keepdim=True)
+        e = (x - mu).exp()
+        p = e / e.sum(-1, keepdim=True)            # a softmax written out
+        loss = (p * x).sum()
+        loss.backward()
+        return loss, mu, p
+    x = leaves("rows-stored", [(80, 120)])[0]
+    xe, xc = jitgrad.tensor(x, requires_grad=True), jitgrad.tensor(x, requires_grad=True)
+    compiled = jitgrad.compile(step, mode="max-autotune")
+    for _ in range(3):
+        want, got = step(xe), compiled(xc)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), **TOL["float32"])
+        np.testing.assert_allclose(xc.grad.numpy(), xe.grad.numpy(), **TOL["float32"])
+    e = jitgrad.compile.explain(step, xc)
+    (launch,) = row_launches(e)
+    assert {layout for _, layout, _ in launch.stores} == {"v", "r"}  # p and mu
+
+
+def test_forward_only_capture_runs_its_backward_over_rows():
+    def loss_fn(x, w):
+        centred = x - x.mean(-1, keepdim=True)
+        return (centred * w).tanh().sum()
+    arrays = leaves("rows-fwd-only", [(60, 200), (200,)])
+    eager = [jitgrad.tensor(a, requires_grad=True) for a in arrays]
+    comp = [jitgrad.tensor(a, requires_grad=True) for a in arrays]
+    compiled = jitgrad.compile(loss_fn, mode="max-autotune")
+    for _ in range(2):
+        for t in eager + comp:
+            t.grad = None
+        loss_fn(*eager).backward()
+        compiled(*comp).backward()
+        for a, b in zip(comp, eager):
+            np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), **TOL["float32"])
+    e = jitgrad.compile.explain(loss_fn, *[jitgrad.tensor(a, requires_grad=True) for a in arrays])
+    assert row_launches(e) and row_launches(e, "backward")
+
+
+def test_a_row_shape_of_two_full_shapes_is_left_to_other_executors():
+    def step(x, y):
+        x.grad = y.grad = None
+        loss = (x - x.mean(-1, keepdim=True)).tanh().sum() + (y * y.sum(-1, keepdim=True)).sum()
+        loss.backward()
+        return loss
+    e = compare(step, leaves("rows-two", [(64, 100), (64, 90)]))
+    assert fused_count(e) > 0 and not row_launches(e)
+
+
+def random_row_step(seed):
+    """A random graph over a large 2-D leaf x, a per-column leaf w and a 0-d leaf s:
+    elementwise ops, row sums and means read back per row (several passes), values
+    broadcast per column, and column sums."""
+    rng = np.random.default_rng(seed)
+    unary = [jitgrad.sin, jitgrad.tanh, jitgrad.sigmoid, lambda v: v * v, lambda v: -v]
+    plan = [(rng.integers(5), rng.integers(len(unary)), rng.integers(1 << 20), rng.random() < 0.5)
+            for _ in range(10)]
+
+    def step(x, w, s):
+        x.grad = w.grad = s.grad = None
+        values = [x, x * w, x - s]
+        for kind, u, pick, flag in plan:
+            a, c = values[pick % len(values)], values[(pick >> 8) % len(values)]
+            if kind == 0:
+                values.append(unary[u](a))
+            elif kind == 1:
+                values.append(a * 0.5 + c)
+            elif kind == 2:   # a per-row value read back by the row's elements
+                r = a.mean(-1, keepdim=True) if flag else a.sum(-1, keepdim=True)
+                values.append(c - unary[u](r * 0.1))
+            elif kind == 3:
+                values.append(a * (w if flag else w.cos()))
+            else:             # a column sum, read back by a later pass
+                values.append(c * (a.sum(0) * 0.01).tanh())
+        return backward_of_the_last(values)
+    return step
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_graphs_with_row_and_column_reductions(seed):
+    dtype = "float64" if seed % 2 else "float32"
+    rows, cols = [(40, 150), (130, 64), (7, 1000)][seed % 3]
+    e = compare(random_row_step(seed), leaves(("random-rows", seed), [(rows, cols), (cols,), ()],
+                                               dtype), steps=3, dtype=dtype)
+    assert row_launches(e)
+
+
+def test_kernels_over_rows_split_between_passes_past_the_cost_bound(monkeypatch):
+    monkeypatch.setattr(fused, "MAX_COST", 12)
+    x, w, b = leaves("rows-split", [(64, 300), (300,), (300,)])
+    e = compare(layer_norm_step, [x, w, b])
+    launches = row_launches(e)
+    assert len(launches) > 1
+    # what a later kernel reads of an earlier one's is one number per row
+    assert all(layout == "r" and not to_env for s in launches for _, layout, to_env in s.stores)
+    assert any(s.stores for s in launches)
+
+
+def test_the_trace_frees_what_eager_mode_frees():
+    """The first call runs the step eagerly while recording: it keeps no intermediate
+    alive that eager mode would free, and the backward's derivatives build no graph."""
+    def peak(fn, x):
+        x.grad = None
+        tracemalloc.start()
+        try:
+            base = tracemalloc.get_traced_memory()[0]
+            fn(x)
+            return tracemalloc.get_traced_memory()[1] - base
+        finally:
+            tracemalloc.stop()
+    x = jitgrad.tensor(leaves("trace-memory", [1_000_000])[0], requires_grad=True)
+    eager = peak(w1, x)
+    traced = peak(jitgrad.compile(w1), x)
+    # eager mode holds about 10 arrays of x's size at its peak; keeping the trace's
+    # intermediates would take 40
+    assert traced < 1.5 * eager, (traced, eager)
+
+
+def test_a_traced_backward_frees_the_graph_as_eager_mode_does():
+    x = jitgrad.tensor(leaves("trace-freed", [N])[0], requires_grad=True)
+    loss = jitgrad.compile(w1)(x)   # the trace: backward() ran inside, graph freed
+    with pytest.raises(RuntimeError, match="second time"):
+        loss.backward()

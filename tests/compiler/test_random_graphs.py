@@ -21,7 +21,8 @@ BINARY = {
     "maximum": jitgrad.maximum, "div": lambda a, b: a / (b * b + 1.0),
 }
 REDUCE = {"sum": lambda x: x.sum(-1, keepdim=True), "mean": lambda x: x.mean(-1, keepdim=True),
-          "amax": lambda x: x.amax(-1, keepdim=True)}
+          "amax": lambda x: x.amax(-1, keepdim=True), "colsum": lambda x: x.sum(0, keepdim=True),
+          "colmean": lambda x: x.mean(0, keepdim=True)}
 # Views that give back the shape they started from, so every value stays
 # broadcastable with every other.
 VIEW = {

@@ -117,3 +117,36 @@ def test_the_length_guard_raises_before_the_launch(launches):
     with pytest.raises(ValueError, match="operand 0 has 299 elements, n is 300"):
         launch.launch(("=",), N, 1, [short], [], [out], [])
     np.testing.assert_array_equal(out.get(), 0)  # nothing ran
+
+
+def test_a_run_with_row_reductions_is_left_to_the_python_tier(launches):
+    """fused.py plans a layer norm's row means and its per-column weight as kernels
+    over rows, which the CUDA executor does not build: it declines the run, and the
+    step runs op by op on the device, equal to eager mode."""
+    rng = helpers.rng_for("cuda-fused-rows")
+    arr = rng.uniform(-1, 1, (10, 30)).astype(np.float32)
+    warr = rng.uniform(0.5, 1.5, 30).astype(np.float32)
+
+    def step(x, w):
+        d = x - x.mean(-1, keepdim=True)
+        loss = (d / ((d * d).mean(-1, keepdim=True) + 1e-5) ** 0.5 * w).sum()
+        loss.backward()
+        return loss
+
+    def tensors(device):
+        return (jitgrad.tensor(arr, device=device, requires_grad=True),
+                jitgrad.tensor(warr, device=device, requires_grad=True))
+    # on CPU arrays the same step is fused kernels (over rows)
+    assert "fused" in jitgrad.compile.explain(step, *tensors("cpu")).executors["forward"]
+    eager, comp = tensors("cuda"), tensors("cuda")
+    compiled = jitgrad.compile(step, mode="max-autotune")
+    tol = _tolerance(np.float32)
+    for _ in range(3):
+        want, got = step(*eager), compiled(*comp)
+        np.testing.assert_allclose(_numpy(got), _numpy(want), **tol)
+        for a, b in zip(comp, eager):
+            assert a.grad.device.type == "cuda"
+            np.testing.assert_allclose(_numpy(a.grad), _numpy(b.grad), **tol)
+    claimed = jitgrad.compile.explain(step, *tensors("cuda")).executors["forward"]
+    assert "cuda" not in claimed and "python" in claimed, claimed
+    assert launches == []

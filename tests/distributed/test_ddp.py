@@ -5,7 +5,7 @@ import pytest
 
 from mpi_launch import mpirun, passed
 
-SCENARIOS = ["equal", "overlap", "no_sync", "unused", "compile", "buffers", "model_mismatch"]
+SCENARIOS = ["equal", "overlap", "progress", "no_sync", "unused", "compile", "buffers", "model_mismatch"]
 
 
 @pytest.fixture(scope="module")
@@ -26,6 +26,10 @@ def test_reductions_start_before_backward_ends(two_ranks):
                       two_ranks.stdout)
         assert m and int(m.group(1)) > 2 and float(m.group(2)) < float(m.group(3)), \
             two_ranks.report()
+
+
+def test_progress_thread_reduces_during_backward(two_ranks):
+    passed(two_ranks, "progress", 2)
 
 
 def test_no_sync_accumulates_locally(two_ranks):

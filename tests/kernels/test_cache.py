@@ -15,19 +15,24 @@ import pytest
 import jitgrad
 from jitgrad.kernels import cache
 
+from helpers import run_isolated
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-# Prints: kernels compiled, disk hits, the gradient's sum, cache warnings seen.
+# Prints: kernels compiled, disk hits, the gradient's sum, cache warnings seen. The
+# steps run until kernels replace their numpy stand-ins (kernels/cpu.py staged).
 SCRIPT = textwrap.dedent("""
     import warnings
     import jitgrad
+    from jitgrad.kernels import cpu
     jitgrad.kernels.fuse.FUSE_MIN_ELEMENTS = 0  # fuse these small tensors too
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         x = jitgrad.linspace(-1, 1, 7, requires_grad=True)
-        (x.sin() * x.tanh() + x.exp() * 0.25).sum().backward()
         y = jitgrad.linspace(-1, 1, 5, dtype=jitgrad.float64, requires_grad=True)
-        y.cos().sum().backward()
+        for _ in range(cpu.PROMOTE_AFTER_STEPS + 1):
+            (x.sin() * x.tanh() + x.exp() * 0.25).sum().backward()
+            y.cos().sum().backward()
     s = jitgrad.compile_stats()
     cache_warnings = [str(w.message) for w in seen if "kernel cache folder" in str(w.message)]
     print(s["kernels_compiled"], s["disk_hits"], float(x.grad.sum()), len(cache_warnings))
@@ -126,10 +131,67 @@ def test_read_only_empty_folder(tmp_path, monkeypatch):
     assert list(folder.iterdir()) == []
 
 
-def test_clear_kernel_cache_on_disk_removes_the_folder(tmp_path, monkeypatch, register):
+def test_clear_kernel_cache_on_disk_removes_the_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("JITGRAD_CACHE_DIR", str(tmp_path / "kernels"))
-    register("cache_test_cube", out="x * x * x", x="3 * x * x")(
-        jitgrad.tensor([2.0]))
-    assert (tmp_path / "kernels").is_dir()
+    source = "import numba\n\n@numba.njit(cache=True)\ndef kernel(x):\n    return x ** 3\n"
+    cube = cache.load(f"cache_test_cube_{os.getpid()}", source)
+    assert cube(2.0) == 8.0 and (tmp_path / "kernels").is_dir()
     jitgrad.clear_kernel_cache(disk=True)
     assert not (tmp_path / "kernels").exists()
+
+
+# A parallel @njit kernel as kernels are written (explicit signature, disk-cached).
+LIGHT_SOURCE = textwrap.dedent("""
+    import numba
+    import numpy as np
+
+
+    @numba.njit('void(int64, float64[::1], float64[::1])', cache=True, nogil=True,
+                error_model='numpy', parallel=True)
+    def kernel(n, x, out):
+        for i in numba.prange(n):
+            out[i] = np.tanh(x[i]) * 2.0
+""")
+
+LIGHT_SCRIPT = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from jitgrad.kernels import cache
+    x = np.linspace(-2, 2, 1000)
+    out = np.empty_like(x)
+    cache.load("cache_test_light", SOURCE)(x.size, x, out)
+    s = cache.compile_stats()
+    # numba.cpython.printimpl is imported by Numba's full compiler set-up only
+    print(s["kernels_compiled"], s["disk_hits"], "numba.cpython.printimpl" in sys.modules,
+          np.allclose(out, np.tanh(x) * 2, rtol=1e-15, atol=0))
+""")
+
+
+def test_a_kernel_on_disk_loads_without_the_full_compiler_set_up(tmp_path):
+    runs = []
+    for _ in range(2):
+        r = run_isolated(LIGHT_SCRIPT.replace("SOURCE", repr(LIGHT_SOURCE)),
+                         JITGRAD_CACHE_DIR=str(tmp_path))
+        assert r.returncode == 0, r.stderr[-3000:]
+        runs.append(r.stdout.split())
+    assert runs[0] == ["1", "0", "True", "True"]  # compiling needs the full set-up
+    assert runs[1] == ["0", "1", "False", "True"]
+
+
+def test_a_failed_light_load_is_not_taken_for_a_bad_entry(tmp_path, monkeypatch):
+    monkeypatch.setenv("JITGRAD_CACHE_DIR", str(tmp_path))
+    name = f"cache_test_light_retry_{os.getpid()}"
+    cache.load(name, LIGHT_SOURCE)
+    cache._memory.clear()
+    sys.modules.pop(cache._entry(name, LIGHT_SOURCE)[0], None)
+
+    def refuse():
+        raise RuntimeError("this lookup needs Numba's full set-up")
+    monkeypatch.setattr(cache, "_light_cache_lookups", refuse)
+    before = cache.compile_stats()
+    x, out = np.linspace(-1, 1, 10), np.empty(10)
+    cache.load(name, LIGHT_SOURCE)(10, x, out)
+    after = cache.compile_stats()
+    assert after["disk_hits"] == before["disk_hits"] + 1
+    assert after["kernels_compiled"] == before["kernels_compiled"]
+    np.testing.assert_allclose(out, np.tanh(x) * 2)

@@ -1,12 +1,16 @@
-"""Large kernels not compiled yet run through numpy first (kernels/cpu.py tiered):
-the numpy tier gives the compiled kernel's results, keeps the flat-kernel length
-rule, and hands over to the parallel kernel after PROMOTE_AFTER_CALLS calls."""
+"""Kernels not loaded yet run through numpy first (kernels/cpu.py staged): the
+numpy stand-in gives the compiled kernel's results, keeps the flat-kernel length
+rule and the ufunc calling convention, and hands over to the compiled kernel in
+the third step it runs in (after PROMOTE_AFTER_CALLS calls without steps)."""
 import numpy as np
 import pytest
 
 import jitgrad
+from jitgrad import _state
 from jitgrad.kernels import cache, cpu, fuse
 from jitgrad.kernels.expr import parse, to_numpy_code
+
+from helpers import run_isolated
 
 
 @pytest.fixture
@@ -89,3 +93,93 @@ def test_fused_group_numpy_tier_matches_kernel(fresh_cache, monkeypatch):
     assert made and all(k is not None for k in made)  # the group ran through numpy first
     np.testing.assert_allclose(grads[0], grads[-1], rtol=2e-6, atol=2e-7)
     assert jitgrad.compile_stats()["kernels_compiled"] >= 1
+
+
+def _ufunc(src, args, dtype, prefix=None):
+    """(stand-in, compiled ufunc) of a formula over `args`."""
+    body, _ = parse(src, tuple(args))
+    dt = np.dtype(dtype)
+    dts = [dt] * len(args)
+    stand_in = cpu.numpy_ufunc(tuple(args), body, prefix, dts, dt, dt, "t")
+    return stand_in, cpu.ufunc("t", tuple(args), body, dts, dt, dt, prefix)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_ufunc_stand_in_matches_the_ufunc(fresh_cache, dtype):
+    # a backward formula: `g` multiplies it, and `out` (the forward result) is an operand
+    stand_in, u = _ufunc("where(x > 0, out * (1 - out), exp(-x) / y)", ("g", "x", "y", "out"),
+                         dtype, prefix="g")
+    assert type(u) is np.ufunc and stand_in is not None
+    rng = np.random.default_rng(1)
+    g, x = rng.standard_normal((2, 3, 4)).astype(dtype)
+    y = rng.uniform(0.5, 2, 4).astype(dtype)  # broadcast against (3, 4)
+    out = np.tanh(x)
+    x[0, :2] = [np.nan, 0.0]
+    tol = {"float32": 2e-6, "float64": 1e-14}[dtype]
+    with np.errstate(all="ignore"):  # as kernels are called
+        want = u(g, x, y, out)
+    got = stand_in(g, x, y, out)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    into = np.empty_like(want)
+    assert stand_in(g, x, y, out, out=into) is into
+    np.testing.assert_array_equal(into, got)
+    scalar = stand_in(*(np.asarray(a.flat[3]) for a in (g, x, y, out)))
+    assert scalar.shape == () and scalar.dtype == want.dtype
+    with pytest.raises(ValueError):  # the ufunc's broadcasting rule
+        stand_in(g, x, np.ones(3, dtype), out)
+
+
+def test_ufunc_stand_in_returns_a_new_array(fresh_cache):
+    stand_in, _ = _ufunc("x", ("x",), "float32")
+    x = np.ones(3, np.float32)
+    assert not np.shares_memory(stand_in(x), x)
+
+
+def test_staged_kernel_hands_over_in_its_third_step():
+    ran, installed = [], []
+    k = cpu.staged(lambda: lambda v: ran.append(("compiled", v)),
+                   lambda v: ran.append(("numpy", v)), installed.append)
+    for step in range(cpu.PROMOTE_AFTER_STEPS + 1):
+        k(step)
+        k(step)  # several calls in one step count as one step
+        cpu.end_step()
+    assert [kind for kind, _ in ran] == ["numpy"] * 2 * cpu.PROMOTE_AFTER_STEPS + ["compiled"] * 2
+    assert len(installed) == 1
+
+
+def test_staged_kernel_sends_device_operands_to_the_kernel():
+    class DeviceArray:
+        on_device = True
+    k = cpu.staged(lambda: lambda v: "compiled", lambda v: "numpy")
+    assert k(DeviceArray()) == "compiled"
+
+
+def test_first_steps_of_a_script_do_not_start_numba(tmp_path):
+    r = run_isolated("""
+        import sys
+        import jitgrad
+        from jitgrad.kernels import cpu
+        x = jitgrad.linspace(-2, 2, 300_000, requires_grad=True)
+        small = jitgrad.linspace(-2, 2, 16, requires_grad=True)
+        for _ in range(cpu.PROMOTE_AFTER_STEPS):
+            loss = ((x.sin() * (-(x * x)).exp() + 0.5 * x).tanh() * x.sigmoid()).sum()
+            (loss + (small.sin() * small.exp()).sum()).backward()
+        print("numba" in sys.modules, jitgrad.compile_stats()["disk_misses"])
+    """, JITGRAD_CACHE_DIR=str(tmp_path))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split() == ["False", "0"]
+
+
+def test_stand_in_keeps_running_in_a_trace_and_beside_a_background_build():
+    k = cpu.staged(lambda: lambda: "compiled", lambda: "numpy")
+    for _ in range(cpu.PROMOTE_AFTER_STEPS):
+        cpu.end_step()
+    with cache.background_compilation():
+        assert k() == "numpy"
+    _state.trace[0] = object()  # a jitgrad.compile trace is running
+    try:
+        assert k() == "numpy"
+    finally:
+        _state.trace[0] = None
+    assert k() == "compiled"

@@ -20,6 +20,10 @@ _BIAS_GAP = "bias gradient does not require grad under create_graph=True (torch:
 KNOWN_GAPS = {("nn.functional.layer_norm", 0): _BIAS_GAP,
               ("nn.functional.batch_norm", 0): _BIAS_GAP,
               ("nn.functional.batch_norm", 2): _BIAS_GAP,
+              # windows of unequal sizes: a mean per window, whose gradient is the incoming
+              # one spread, not a function of the input (torch's one node reads it)
+              ("nn.functional.adaptive_avg_pool1d", 0): _BIAS_GAP.replace("bias", "input"),
+              ("nn.functional.adaptive_avg_pool2d", 0): _BIAS_GAP.replace("bias", "input"),
               ("hardsigmoid",): "torch has no second derivative of hardsigmoid (it raises); "
                                 "jitgrad's is 0"}
 

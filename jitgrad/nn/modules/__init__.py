@@ -34,6 +34,7 @@ from .activation import (CELU, ELU, GELU, GLU, Hardshrink, Hardsigmoid, Hardswis
                          Softsign, Tanh, Tanhshrink, Threshold)
 from .attention import MultiheadAttention
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
+from .conv import Conv1d, Conv2d
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .distance import CosineSimilarity, PairwiseDistance
 from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
@@ -44,6 +45,8 @@ from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropy
                    TripletMarginLoss)
 from .module import Module
 from .normalization import GroupNorm, LayerNorm
+from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d,
+                      MaxPool2d)
 from .sparse import Embedding
 
 __all__ = ["Module", "Linear", "Identity", "Flatten", "Unflatten", "Embedding",
@@ -55,4 +58,6 @@ __all__ = ["Module", "Linear", "Identity", "Flatten", "Unflatten", "Embedding",
            "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Dropout", "Dropout1d", "Dropout2d",
            "Dropout3d", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss",
            "BCEWithLogitsLoss", "KLDivLoss", "NLLLoss", "CrossEntropyLoss", "MarginRankingLoss",
-           "TripletMarginLoss", "CosineEmbeddingLoss", "CosineSimilarity", "PairwiseDistance"]
+           "TripletMarginLoss", "CosineEmbeddingLoss", "CosineSimilarity", "PairwiseDistance",
+           "Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d",
+           "AdaptiveAvgPool1d", "AdaptiveAvgPool2d"]

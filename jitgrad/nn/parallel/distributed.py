@@ -9,10 +9,13 @@ the layers below. Buckets start in index order on every rank (MPI matches
 collectives by order). The hook that completes the last bucket waits for all
 of them and writes the averaged gradients back, so `backward()` returns with
 every gradient reduced. MPICH progresses a non-blocking collective inside MPI
-calls, so every hook also polls the reductions in flight.
+calls, so every hook also polls the reductions in flight, and where each rank
+has a core to spare, a thread polls them between hooks too (_Progress).
 """
 import contextlib
 import functools
+import os
+import threading
 import time
 
 import numpy as np
@@ -32,6 +35,8 @@ MIB = 1024 * 1024
 # As torch: the first bucket to fill (the last layers') is small, so that its
 # reduction starts early in the backward instead of after 25 MiB of gradients.
 FIRST_BUCKET_BYTES = 1 * MIB
+# Seconds between two polls of the progress thread (see _Progress).
+PROGRESS_INTERVAL = 200e-6
 
 UNFINISHED = (
     "Expected to have finished reduction in the prior iteration before starting a new one. This "
@@ -68,6 +73,61 @@ def assign_buckets(params, cap_bytes, first_cap_bytes=FIRST_BUCKET_BYTES):
     return buckets
 
 
+class _Progress:
+    """A thread that advances the reductions in flight while backward computes.
+
+    MPICH moves a non-blocking collective only inside MPI calls: the hooks poll,
+    but between two hooks (one layer's backward, milliseconds) nothing would
+    move. Backward's kernels release the GIL, so this thread polls the
+    outstanding requests beside them, every `interval` seconds until they
+    complete, and sleeps otherwise (MPICH's own progress thread,
+    MPICH_ASYNC_PROGRESS=1, spins on a core all the time). Every MPI call on the
+    reducer's requests holds `lock`, so the thread never completes a request the
+    main thread is waiting on."""
+
+    def __init__(self, MPI, interval):
+        self.MPI = MPI
+        self.interval = interval
+        self.lock = threading.Lock()
+        self.wake = threading.Event()
+        self.requests = []
+        self.error = None
+        self.thread = None
+        self.done_at = None  # when the thread last saw every watched request complete
+
+    def watch(self, request):
+        """Called with `lock` held: poll `request` too, from now on."""
+        self.requests.append(request)
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._run, name="jitgrad-ddp-progress",
+                                           daemon=True)
+            self.thread.start()
+        self.wake.set()
+
+    def release(self):
+        """Called with `lock` held: stop polling, the caller waits for the requests."""
+        self.requests = []
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+
+    def _run(self):
+        while True:
+            self.wake.wait()
+            self.wake.clear()
+            while True:
+                with self.lock:
+                    if not self.requests:
+                        break
+                    try:
+                        if self.MPI.Request.Testall(self.requests):
+                            self.requests, self.done_at = [], time.perf_counter()
+                    except Exception as e:  # raised again on the main thread, in release()
+                        self.error, self.requests = e, []
+                        break
+                time.sleep(self.interval)
+
+
 class _Bucket:
     """One flat host buffer holding the gradients of some parameters; views[k]
     is parameter k's part, shaped like it."""
@@ -91,7 +151,7 @@ class _Reducer:
     """The gradient buckets of one DistributedDataParallel and their reductions."""
 
     def __init__(self, world, params, names, bucket_bytes, gradient_as_bucket_view,
-                 find_unused_parameters):
+                 find_unused_parameters, progress_thread):
         self.world = world
         self.comm = world.comm.Dup()  # its own communicator: user collectives never interleave
         self.params = params
@@ -109,6 +169,8 @@ class _Reducer:
         self.armed = False  # armed by a forward: the next backward reduces
         self.next_bucket = 0
         self.timeline = {}
+        self.progress = _Progress(world.MPI, PROGRESS_INTERVAL) if progress_thread else None
+        self.lock = self.progress.lock if self.progress else contextlib.nullcontext()
         if gradient_as_bucket_view:
             for i, p in enumerate(params):
                 if p._grad_value is not None:
@@ -133,7 +195,10 @@ class _Reducer:
             b.pending = len(b.members)
             b.request = b.launched_at = None
         self.used[:] = 1
-        self.timeline = {"first_hook": None, "last_hook": None, "launched": [], "reduced": None}
+        self.timeline = {"first_hook": None, "last_hook": None, "launched": [], "reduced": None,
+                         "progress_done": None}
+        if self.progress:
+            self.progress.done_at = None
         if self.find_unused:
             reached = _leaves_reached(outputs)
             for i, p in enumerate(self.params):
@@ -185,7 +250,10 @@ class _Reducer:
         MPI = self.world.MPI
         while self.next_bucket < len(self.buckets) and self.buckets[self.next_bucket].pending == 0:
             b = self.buckets[self.next_bucket]
-            b.request = self.comm.Iallreduce(MPI.IN_PLACE, b.flat, MPI.SUM)
+            with self.lock:
+                b.request = self.comm.Iallreduce(MPI.IN_PLACE, b.flat, MPI.SUM)
+                if self.progress and self.next_bucket + 1 < len(self.buckets):
+                    self.progress.watch(b.request)  # the last one is waited for at once
             b.launched_at = time.perf_counter()
             self.timeline["launched"].append(b.launched_at)
             self.next_bucket += 1
@@ -193,11 +261,15 @@ class _Reducer:
     def _poll(self):
         requests = [b.request for b in self.buckets[:self.next_bucket]]
         if requests:
-            self.world.MPI.Request.Testall(requests)
+            with self.lock:
+                self.world.MPI.Request.Testall(requests)
 
     def _finish(self):
         """Wait for every bucket, then write the averages into the gradients."""
         MPI = self.world.MPI
+        if self.progress:
+            with self.lock:
+                self.progress.release()
         MPI.Request.Waitall([b.request for b in self.buckets])
         used = self.used
         if self.find_unused:
@@ -210,6 +282,8 @@ class _Reducer:
                     self._write_back(i, b, k, scale)
         self.armed = False
         self.timeline["reduced"] = time.perf_counter()
+        if self.progress:
+            self.timeline["progress_done"] = self.progress.done_at
 
     def _write_back(self, i, b, k, scale):
         param, view = self.params[i], b.views[k]
@@ -229,6 +303,37 @@ class _Reducer:
         else:
             grad._data[...] = view * scale
             increment_version(grad)
+
+
+PROGRESS_THREAD_ENV = "JITGRAD_DDP_PROGRESS_THREAD"
+
+
+def _progress_thread_setting(world):
+    """JITGRAD_DDP_PROGRESS_THREAD: "1" (poll the reductions from a thread, see
+    _Progress), "0" (only from the gradient hooks) or unset (None: decided by
+    _spare_core_per_rank). Checked before DistributedDataParallel changes anything."""
+    MPI = world.MPI
+    choice = os.environ.get(PROGRESS_THREAD_ENV, "").strip()
+    if choice not in ("", "0", "1"):
+        raise ValueError(f"{PROGRESS_THREAD_ENV}={choice!r}: use 1 (poll the reductions from a "
+                         "thread), 0 (only from the gradient hooks), or leave it unset (a thread "
+                         "where each rank of the machine has a spare core)")
+    if choice == "1" and MPI.Query_thread() != MPI.THREAD_MULTIPLE:
+        raise RuntimeError(f"{PROGRESS_THREAD_ENV}=1 needs MPI initialized with "
+                           "MPI_THREAD_MULTIPLE (mpi4py's default: leave mpi4py.rc.thread_level "
+                           "as 'multiple')")
+    return None if choice == "" else choice == "1"
+
+
+def _spare_core_per_rank(world):
+    """Whether every rank on this machine has a core to spare for the progress thread:
+    without one, the thread takes its polls out of the backward's time (measured in
+    docs/distributed.md). A collective: every rank calls it."""
+    MPI = world.MPI
+    node = world.comm.Split_type(MPI.COMM_TYPE_SHARED)
+    ranks_here = node.Get_size()
+    node.Free()
+    return MPI.Query_thread() == MPI.THREAD_MULTIPLE and (os.cpu_count() or 1) >= 2 * ranks_here
 
 
 def _tensors_in(value):
@@ -310,7 +415,10 @@ class DistributedDataParallel(Module):
         cap = 25 if bucket_cap_mb is None else bucket_cap_mb
         if not cap > 0:
             raise ValueError(f"bucket_cap_mb must be positive, got {bucket_cap_mb}")
+        progress_thread = _progress_thread_setting(world)
         _verify_same_model(world, named)
+        if progress_thread is None:
+            progress_thread = _spare_core_per_rank(world)
         self.module = module
         self.broadcast_buffers = broadcast_buffers
         self.find_unused_parameters = find_unused_parameters
@@ -321,7 +429,7 @@ class DistributedDataParallel(Module):
                 broadcast(t, 0)
         params = [p for _, p in named]
         self._reducer = _Reducer(world, params, [n for n, _ in named], int(cap * MIB),
-                                 gradient_as_bucket_view, find_unused_parameters)
+                                 gradient_as_bucket_view, find_unused_parameters, progress_thread)
         if world.size > 1:  # alone, the average is the gradient itself: no hooks, no copies
             for i, p in enumerate(params):
                 p.register_post_accumulate_grad_hook(
