@@ -150,3 +150,27 @@ def test_a_run_with_row_reductions_is_left_to_the_python_tier(launches):
     claimed = jitgrad.compile.explain(step, *tensors("cuda")).executors["forward"]
     assert "cuda" not in claimed and "python" in claimed, claimed
     assert launches == []
+
+
+def test_the_sum_of_a_constant_gradient_is_known_without_adding_up(launches):
+    """b's gradient in (f(x) + b).sum() is the sum of the loss's gradient of ones
+    over x's elements: the plan knows it (N), no kernel adds it up."""
+    arr = np.linspace(-1, 1, N)
+
+    def step(x, b):
+        loss = (jitgrad.exp(x) + b).sum()
+        loss.backward()
+        return loss
+
+    def tensors():
+        return (jitgrad.tensor(arr, device="cuda", requires_grad=True),
+                jitgrad.tensor(np.float32(0.5), device="cuda", requires_grad=True))
+    eager, comp = tensors(), tensors()
+    compiled = jitgrad.compile(step, mode="max-autotune")
+    for _ in range(3):
+        np.testing.assert_allclose(_numpy(compiled(*comp)), _numpy(step(*eager)), rtol=1e-13)
+        for a, b in zip(comp, eager):
+            assert a.grad.dtype == b.grad.dtype and a.grad.device.type == "cuda"
+            np.testing.assert_allclose(_numpy(a.grad), _numpy(b.grad), rtol=1e-13)
+    assert _numpy(comp[1].grad) == 3 * N
+    assert any(launch.known for launch in launches)
