@@ -229,9 +229,10 @@ def _classify_acc(ins, meta):
     return "acc", (g.shape, g.dtype), None
 
 
-def fused_executor(meta, instrs, keep, taken):
+def fused_executor(meta, instrs, keep, taken, plan=None, name="fused"):
     """The executor (see program.EXECUTORS): a Segment per run of large elementwise
-    work."""
+    work. `plan`, `name`: another device's planner (called as Run is; None declines
+    the run) and executor name."""
     last = {}  # slot -> index of the last instruction that reads it
     for k, ins in enumerate(instrs):
         for r in ins.reads():
@@ -257,8 +258,9 @@ def fused_executor(meta, instrs, keep, taken):
         while b > a and kinds[b - 1][0] in GLUE:
             b -= 1
         if any(kinds[i][0] == "ew" for i in range(a, b)):
-            plan = Run(meta, instrs, kinds, a, b, keep, last)
-            yield Segment(a, b, plan, "fused")
+            run = (plan or Run)(meta, instrs, kinds, a, b, keep, last)
+            if run is not None:
+                yield Segment(a, b, run, name)
         k = j
 
 
@@ -337,7 +339,7 @@ class Run:
             elif kind == "fill":
                 level[out] = 0
                 const[out] = detail
-                glue.append((0, _filler(out, meta[out], detail)))
+                glue.append((0, self.filler(out, meta[out], detail)))
             elif kind == "scalar":
                 level[out] = max([store(int(r)) for r in ins.reads()], default=0)
                 if ins.name in ALIASES and int(ins.args[0]) in const:
@@ -368,7 +370,7 @@ class Run:
         # a temporary goes back to the pool after the last launch that reads it
         seen = set()
         for step in reversed(self.steps):
-            if type(step) is Launch:
+            if isinstance(step, Launch):
                 step.drop = [s for s in step.temp_reads if s not in seen]
                 seen.update(step.temp_reads)
                 # built now (in compile's worker thread), for gradients stored fresh;
@@ -402,7 +404,7 @@ class Run:
         for c, chunk in enumerate(chunks):
             later = set(s for piece in chunks[c + 1:] for s in piece)
             reads_later = set(r[1] for s in later for r in self.nodes[s][2] if r[0] == "v")
-            launch = Launch(key, rows=False)
+            launch = self.Launch(key, rows=False)
             work = [("store", ("v", s), "temp") for s in chunk
                     if s in reads_later and not outside(s)]
             work += [w for w in want
@@ -444,7 +446,7 @@ class Run:
             reads |= {w[1][1] for w in work if w[1][0] == "r"}
             cost = sum(op_cost(nodes[s][1]) for s in ops + full)
             units.append((ops, full, work, sums, reads, cost))
-        launch = Launch(key, rows=True)
+        launch = self.Launch(key, rows=True)
         for p, (ops, full, work, sums, _, cost) in enumerate(units):
             spent = sum(op_cost(op) for op in launch.ops)
             if spent and spent + cost > MAX_COST:
@@ -453,7 +455,7 @@ class Run:
                     if ("r", s) in launch.names and launch.names[("r", s)] == f"w{s}":
                         launch.store_row(s, to_env=False)
                 self._add(launch)
-                launch = Launch(key, rows=True)
+                launch = self.Launch(key, rows=True)
             for s in ops:
                 launch.row_value(s, nodes[s], rowwork.get(s, ()))
             if work:
@@ -471,7 +473,7 @@ class Run:
     def __call__(self, env):
         temps = {}
         for step in self.steps:
-            if type(step) is Launch:
+            if isinstance(step, Launch):
                 step(env, temps)
             else:
                 step(env)
@@ -555,10 +557,12 @@ class Launch:
             self.names[r] = got
         return got
 
+    VMATH = True  # jitgrad's vectorizable math functions (CPU code only)
+
     def _op_line(self, var, op, refs, names):
         args, formula = role_formula(op, ("forward",), self.kdt)[:2]
         code = to_scalar_code(formula, dict(zip(args, [names(r) for r in refs])),
-                              dtype=self.kdt.name)
+                              dtype=self.kdt.name if self.VMATH else None)
         self.ops.append(op)
         return f"{var} = T({code})"
 
@@ -587,6 +591,13 @@ class Launch:
             self.names[r] = f"{name}x"
         return self.name(r)
 
+    # the loop over a row's elements, and the element of a full-size array in it (a
+    # device's variant loops over all elements)
+    LOOP = "for j in range(m):"
+
+    def at(self, array):
+        return f"{array}r[j]"
+
     def loop(self, full, work):
         """A loop over the row's elements computing the full-size values `full` ((slot,
         node) in program order) and doing `work`: (what, ref, detail) with what
@@ -602,7 +613,7 @@ class Launch:
             name = self.name(r)
             if r[0] in "vc":
                 local[r] = f"{name}j"
-                loads.append(f"{name}j = {name}r[j]" if r[0] == "v" else f"{name}j = {name}[j]")
+                loads.append(f"{name}j = {self.at(name) if r[0] == 'v' else name + '[j]'}")
                 return local[r]
             return name
         for s, (_, op, refs, _) in full:
@@ -611,29 +622,35 @@ class Launch:
         for what, r, detail in work:
             if what == "store":
                 self.stores.append((r[1], "v", detail != "temp"))
-                lines.append(f"o{len(self.stores) - 1}r[j] = {names(r)}")
+                lines.append(f"{self.at(f'o{len(self.stores) - 1}')} = {names(r)}")
             elif what == "sink":
                 self.sinks.append(detail)
-                lines.append(f"g{len(self.sinks) - 1}r[j] @{len(self.sinks) - 1}@ {names(r)}")
+                g = len(self.sinks) - 1
+                lines.append(f"{self.at(f'g{g}')} @{g}@ {names(r)}")
             elif r[0] == "k" and what == "reduce":  # a sum of a constant: known
                 self.known.append((detail, r[1]))
-            else:  # a reduction: the loop fills a buffer, added up after it
-                if r[0] == "v" and r not in local:  # an input: added up where it is
-                    buf = self.name(r) + "r"
-                else:
-                    buf = f"b{self.nbuf}"
-                    self.nbuf += 1
-                    lines.append(f"{buf}[j] = {names(r)}")
-                if what == "rred":
-                    self.names[("buf", detail)] = buf
-                else:
-                    self.reds.append(detail)
-                    i = len(self.reds) - 1
-                    after += ["for j in range(m):", f"    p{i}r[j] += {buf}[j]"] \
-                        if detail[1] == "col" else _block_sum(buf, "acc") + [f"f{i} += acc"]
+            else:
+                after += self.reduction(what, r, detail, names, r in local, lines)
         if lines:
-            self.body += ["for j in range(m):"] + ["    " + x for x in loads + lines]
+            self.body += [self.LOOP] + ["    " + x for x in loads + lines]
         self.body += after
+
+    def reduction(self, what, r, detail, names, computed, lines):
+        """Add up `r` in the loop (`lines`); the lines after the loop. The loop fills a
+        buffer, added up after it; an input (not `computed`) is added up where it is."""
+        if r[0] == "v" and not computed:
+            buf = self.name(r) + "r"
+        else:
+            buf = f"b{self.nbuf}"
+            self.nbuf += 1
+            lines.append(f"{buf}[j] = {names(r)}")
+        if what == "rred":
+            self.names[("buf", detail)] = buf
+            return []
+        self.reds.append(detail)
+        i = len(self.reds) - 1
+        return ["for j in range(m):", f"    p{i}r[j] += {buf}[j]"] \
+            if detail[1] == "col" else _block_sum(buf, "acc") + [f"f{i} += acc"]
 
     def source(self, modes):
         """Numba source of this kernel; `modes`: per stored value and gradient, "=" (store)
@@ -704,20 +721,9 @@ class Launch:
             a = pool.empty(shape if layout == "v" else row_shape(shape), kdt)
             stored.append(a)
             args.append(a.reshape(-1))
-        modes = []
-        done = []
-        for ins, leaf in self.sinks:
-            var = env[leaf]
-            gv = var._grad_value
-            if gv is None or not self._adds_into(gv, args):
-                buf = pool.empty(shape, kdt)  # recycled: no page faults on first touch
-                modes.append("=")
-                done.append((ins, var, buf, gv is None and _plain_leaf(var)))
-            else:
-                buf = gv._data
-                modes.append("+=")
-                done.append((ins, var, gv, None))
-            args.append(buf.reshape(-1))
+        # pool.empty: recycled, no page faults on first touch
+        modes, bufs, done = self.grad_buffers(env, args, pool.empty)
+        args += [b.reshape(-1) for b in bufs]
         nb, width = self.nb, self.width
         parts = [np.zeros(nb * width) if part == "col" else np.empty(nb)
                  for _, part, _, _ in self.reds]
@@ -739,15 +745,28 @@ class Launch:
         for (s, part, mean, out_shape), c in self.known:
             count = n // width if part == "col" else n
             env[s] = Tensor(np.full(out_shape, c if mean else c * count, kdt))
-        for ins, var, buf, fresh in done:
-            if fresh is None:   # added in place, as eager mode does with .grad set
-                buf._vc[0] += 1
-            elif fresh:
-                var._grad = Tensor(buf)
-            else:               # hooks or an unusual .grad: eager mode's own accumulation
-                ins.fn(var, Tensor(buf))
+        give_grads(done)
         for s in self.drop:
             temps.pop(s, None)
+
+    def grad_buffers(self, env, operands, empty):
+        """Per accumulate_grad of this kernel: "=" or "+=", the buffer the kernel
+        writes (new from `empty`, or the leaf's .grad to add into in place), and what
+        give_grads does with it after the launch."""
+        modes, bufs, done = [], [], []
+        for ins, leaf in self.sinks:
+            var = env[leaf]
+            gv = var._grad_value
+            if gv is None or not self._adds_into(gv, operands):
+                buf = empty(self.shape, self.kdt)
+                modes.append("=")
+                done.append((ins, var, buf, gv is None and _plain_leaf(var)))
+            else:
+                buf = gv._data
+                modes.append("+=")
+                done.append((ins, var, gv, None))
+            bufs.append(buf)
+        return modes, bufs, done
 
     def _adds_into(self, gv, args):
         """Whether the kernel may add into the existing gradient gv in place: a plain
@@ -758,6 +777,20 @@ class Launch:
             return False
         return not any(type(a) is HOST_ARRAY and np.may_share_memory(a, d) for a in args)
 
+
+def give_grads(done):
+    """Hand the gradients a kernel wrote (see Launch.grad_buffers) to their leaves."""
+    for ins, var, buf, fresh in done:
+        if fresh is None:   # added in place, as eager mode does with .grad set
+            buf._vc[0] += 1
+        elif fresh:
+            var._grad = Tensor(buf)
+        else:               # hooks or an unusual .grad: eager mode's own accumulation
+            ins.fn(var, Tensor(buf))
+
+
+# what Run builds its steps with (a device's variant subclasses both)
+Run.Launch, Run.filler = Launch, staticmethod(_filler)
 
 _pool = [None, None, 0]  # [thread pool, the process that made it, its threads]
 PIECES_PER_THREAD = 8

@@ -1,7 +1,8 @@
 """jitgrad.compile on device tensors (the `device` fixture: the CPU, and CUDA on a
 GPU or under Numba's CUDA simulator): the capture replays the same ops on the
-device, equal to eager mode there. The executors take CPU arrays only, so a
-device program runs on the Python tier; the test checks that too."""
+device, equal to eager mode there. Tensors this small are no executor's on the
+device, so the program runs on the Python tier; the test checks that too
+(test_compile_cuda_fused.py covers the CUDA executor)."""
 import numpy as np
 
 import jitgrad
