@@ -19,7 +19,7 @@ from .._node import (AccumulateGrad, GradientEdge, GraphTask, count_dependencies
 from .anomaly_mode import run_checked
 from .fusion import FusedGroup, plan
 from ..dtypes import from_np
-from ..kernels import ERRSTATE, QUIET, quiet
+from ..kernels import ERRSTATE, QUIET
 from ..kernels.cpu import end_step
 from ..ops.convert import to_device
 from ..ops.views import sum_to_size
