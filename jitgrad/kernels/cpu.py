@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import _state, backend
 from . import cache
-from .expr import to_numpy_code, to_scalar_code
+from .expr import numpy_is_exact, to_numpy_code, to_scalar_code
 from .source import NUMBA_TYPE, array_type, check_lengths, flat_kernel, header, scalar_type
 
 
@@ -31,23 +31,27 @@ def ufunc(name, args, body, arg_dtypes, compute_dtype, out_dtype, prefix=None, i
     arg_dtypes: numpy dtype per argument; compute_dtype: the `T` of constants;
     out_dtype: the result's dtype. `prefix` multiplies the formula (the
     incoming gradient `g` of a backward kernel)."""
-    def compiled():
+    key = f"{name}_{compute_dtype.name}"
+
+    def source():
         code = to_scalar_code(body, dtype=compute_dtype.name)
         if prefix is not None:
             code = f"{prefix} * {code}"
         sig = "{}({})".format(NUMBA_TYPE[out_dtype.name],
                               ", ".join(NUMBA_TYPE[d.name] for d in arg_dtypes))
-        source = (
+        return (
             header(code) +
             f"T = np.{compute_dtype.name}\n\n\n"
             f"@numba.vectorize([{sig!r}], cache=True)\n"
             f"def kernel({', '.join(args)}):\n"
             f"    return {scalar_type(out_dtype.name)}({code})\n")
+
+    def compiled():
         # The DUFunc's underlying numpy ufunc: same loops, a third of the call cost.
-        u = cache.load(f"{name}_{compute_dtype.name}", source).ufunc
+        u = cache.load(key, source()).ufunc
         FORMULAS[u] = (tuple(args), body, prefix, compute_dtype)
         return u
-    if cache.started():
+    if cache.started() or (not numpy_is_exact(body) and cache.is_ready(key, source())):
         return compiled()
     return staged(compiled, numpy_ufunc(args, body, prefix, arg_dtypes, compute_dtype,
                                         out_dtype, name), install)
@@ -75,7 +79,8 @@ def loop(name, args, kinds, body, arg_dtypes, compute_dtype, out_dtype, parallel
     expr = to_numpy_code(body) if compute_dtype.name in NUMPY_TIER else None
     first = None if expr is None else numpy_kernel(
         ["n", *args, "out"], [f"out[...] = {expr}"], compute_dtype.name, arrays, name)
-    return flat_staged(chosen, first, serial if parallel else None, install)
+    return flat_staged(chosen, first, serial if parallel else None, install,
+                       exact=numpy_is_exact(body))
 
 
 # ---- the first calls of a kernel: numpy stand-ins ----------------------------------------
@@ -95,9 +100,14 @@ def loop(name, args, kinds, body, arg_dtypes, compute_dtype, out_dtype, parallel
 # compiled step, which runs the step to record it) keeps the stand-ins: the
 # program it records compiles kernels of its own, in a worker thread; and while
 # that thread compiles, stand-ins keep running rather than wait for it.
+#
+# A stand-in whose formula calls exp, tanh, sin ... (numpy's math, not jitgrad's)
+# differs from the kernel in the last bit, so identical steps would give different
+# bits before and after the handover. Such a stand-in runs only while its kernel
+# must be compiled (not in the disk cache); with a warm cache the kernel loads at once.
 PROMOTE_AFTER_STEPS = 2
 PROMOTE_AFTER_CALLS = 16
-NUMPY_TIER = ("float32", "float64")  # dtypes whose numpy results match the kernels'
+NUMPY_TIER = ("float32", "float64")  # dtypes whose numpy arithmetic matches the kernels'
 _steps = [0]
 
 
@@ -106,17 +116,20 @@ def end_step():
     _steps[0] += 1
 
 
-def flat_staged(chosen, first, serial=None, install=None):
+def flat_staged(chosen, first, serial=None, install=None, exact=True):
     """The flat kernel chosen = (name, source function), or its stand-in (see
     `staged`) when getting it now would cost more than a few calls of `first`:
     Numba has not started, or it is a parallel kernel (`serial` is given) not in
     the disk cache. Without `first`, the `serial` kernel stands in for a
-    parallel one."""
+    parallel one. `exact`: `first` gives the kernel's bits (else it stands in only
+    for a kernel not in the disk cache, see above)."""
     name, source = chosen
 
     def compiled():
         return cache.load(name, source())
     if cache.started() and (serial is None or cache.is_ready(name, source())):
+        return compiled()
+    if first is not None and not exact and cache.is_ready(name, source()):
         return compiled()
     if first is None:
         if serial is None:

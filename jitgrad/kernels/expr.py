@@ -161,6 +161,18 @@ NUMPY_MATH = {
 }
 
 
+# numpy functions that round as the kernels do (exact, or correctly rounded like
+# sqrt): a formula of these and + - * / comparisons gives the kernels' bits. numpy's
+# exp, tanh, sin, power ... differ from kernels/vmath.py (and libm) in the last bit.
+NUMPY_EXACT = frozenset(("sqrt", "abs", "sign", "where"))
+
+
+def numpy_is_exact(body):
+    """Whether numpy evaluates the formula `body` bit for bit as the kernels do."""
+    return all(n.func.id in NUMPY_EXACT for n in ast.walk(body) if isinstance(n, ast.Call)) \
+        and not any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow) for n in ast.walk(body))
+
+
 def to_numpy_code(body, rename=None):
     """numpy source for a parsed formula over whole arrays (constants `T(c)` as in
     to_scalar_code), or None when it calls a function numpy lacks."""

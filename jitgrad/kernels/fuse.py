@@ -13,7 +13,7 @@ plan cache across training steps and processes.
 """
 from . import cache
 from .cpu import NUMPY_TIER, flat_staged, numpy_kernel
-from .expr import to_numpy_code, to_scalar_code
+from .expr import numpy_is_exact, to_numpy_code, to_scalar_code
 from .source import NUMBA_TYPE, array_type, flat_kernel, header
 
 import os
@@ -121,8 +121,9 @@ def fused_kernel(spec, gin_kinds, parallel):
         serial = ("fused", lambda: fused_source(spec, gin_kinds, "serial"))
         chosen = ("fused_par", lambda: fused_source(spec, gin_kinds, "parallel")) \
             if parallel else serial
+        exact = all(numpy_is_exact(p[0]) for op, *_ in spec[1] for p in op.partials if p)
         fn = flat_staged(chosen, _numpy_fused(spec, gin_kinds), serial if parallel else None,
-                         lambda kernel: cache.remember(key, kernel))
+                         lambda kernel: cache.remember(key, kernel), exact)
         cache.remember(key, fn)
     return fn
 
