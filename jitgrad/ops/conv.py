@@ -17,14 +17,8 @@ gradient with the flipped kernel, without a col2im pass.
 asv_bench/conv_compare.py measures it against torch.
 """
 import os
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-
-try:
-    from threadpoolctl import ThreadpoolController
-except ImportError:  # optional: without it the blocks run on one thread
-    ThreadpoolController = None
 
 from .. import _state, backend
 from ..kernels import threads
@@ -176,7 +170,13 @@ _POOL = []  # [ThreadPoolExecutor, ThreadpoolController or None, pid], made on f
 def _pool():
     # a forked child (a DataLoader worker) has the parent's pool object but not its threads
     if not _POOL or _POOL[2] != os.getpid():
-        controller = ThreadpoolController() if ThreadpoolController is not None else None
+        # imported here, not with the package: they cost `import jitgrad` 7 ms
+        from concurrent.futures import ThreadPoolExecutor
+        try:
+            from threadpoolctl import ThreadpoolController
+            controller = ThreadpoolController()
+        except ImportError:  # optional: without it the blocks run on one thread
+            controller = None
         _POOL[:] = [ThreadPoolExecutor(max(threads.get_num_threads(), 1),
                                        thread_name_prefix="jitgrad-conv"), controller, os.getpid()]
     return _POOL[:2]
