@@ -23,7 +23,7 @@ LAYERS = [
     # training kit; distributed: MPI collectives under nn.parallel; save/load restore
     # nn.Parameter
     ("nn", "optim", "distributed", "utils", "serialization"),
-    ("compiler",),                           # jitgrad.compile: capture and replay
+    ("compiler", "func"),                    # jitgrad.compile; torch.func's transforms
     ("testing",),                            # input builders shared by tests and benchmarks
     ("__init__",),
 ]

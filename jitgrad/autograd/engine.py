@@ -23,6 +23,7 @@ from ..kernels import ERRSTATE, QUIET
 from ..kernels.cpu import end_step
 from ..ops.convert import to_device
 from ..ops.views import sum_to_size
+from ..backend import is_host_type
 from ..tensor import Size, Tensor, device_for, on_device
 
 
@@ -71,7 +72,7 @@ def _filled(meta, fill):
     """`fill(shape, dtype)` (np.ones or np.zeros) as a tensor on the device of `meta`."""
     shape, dtype, array_type = meta
     arr = fill(shape, dtype)
-    return Tensor(arr if array_type is np.ndarray else on_device(arr, device_for(array_type)))
+    return Tensor(arr if is_host_type(array_type) else on_device(arr, device_for(array_type)))
 
 
 def _normalize(tensors):

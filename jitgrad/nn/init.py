@@ -167,7 +167,7 @@ def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
 
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     """N(mean, std**2) with the values outside [a, b] redrawn until they fall inside."""
-    rng = _rng(generator)
+    rng = _rng(tensor, generator, "trunc_normal_")
     values = rng.normal(mean, std, tensor.shape)
     outside = (values < a) | (values > b)
     while outside.any():
@@ -208,7 +208,7 @@ def orthogonal_(tensor, gain=1.0, generator=None):
         return tensor
     rows = tensor.shape[0]
     cols = tensor.numel() // rows
-    flat = _rng(generator).normal(0.0, 1.0, (rows, cols))
+    flat = _rng(tensor, generator, "orthogonal_").normal(0.0, 1.0, (rows, cols))
     q, r = np.linalg.qr(flat.T if rows < cols else flat)
     q *= np.sign(np.diag(r))  # makes the decomposition unique, hence the draw uniform
     return _fill(tensor, (gain * (q.T if rows < cols else q)).reshape(tuple(tensor.shape)))
@@ -220,7 +220,7 @@ def sparse_(tensor, sparsity, std=0.01, generator=None):
     if tensor.dim() != 2:
         raise ValueError("Only tensors with 2 dimensions are supported")
     rows, cols = tensor.shape
-    rng = _rng(generator)
+    rng = _rng(tensor, generator, "sparse_")
     values = rng.normal(0.0, std, (rows, cols))
     for col in range(cols):
         values[rng.permutation(rows)[:math.ceil(sparsity * rows)], col] = 0

@@ -4,6 +4,7 @@ import numpy as np
 
 from .. import _state
 from .. import dtypes as _dt
+from ..backend import HOST_ARRAY
 from ..tensor import Tensor, wrap_dim
 from .creation import zeros_as
 from .record import records_nothing
@@ -72,7 +73,7 @@ concat = cat
 def _stack_backward(node, g):
     d, n = node._attrs
     arr = g._data
-    if records_nothing() and type(arr) is np.ndarray:  # the views unbind makes, unrecorded
+    if records_nothing() and type(arr) is HOST_ARRAY:  # the views unbind makes, unrecorded
         lead = (slice(None),) * d
         return tuple(Tensor(arr[lead + (i,)]) for i in range(n))
     return unbind(g, d)

@@ -5,6 +5,7 @@ import collections
 import numpy as np
 
 from .. import dtypes as _dt
+from ..backend import HOST_ARRAY
 from ..tensor import Tensor, wrap_dim, asarray, ascontiguous
 from . import formulas as E
 from .record import records_nothing
@@ -38,7 +39,7 @@ def _unreduce(g, shape, axes, keepdim):
             arr = arr.reshape(_kept_shape(shape, axes))
         if arr.shape == shape:
             return Tensor(arr)
-        if type(arr) is np.ndarray and arr.size == 1 and arr.flags.c_contiguous:
+        if type(arr) is HOST_ARRAY and arr.size == 1 and arr.flags.c_contiguous:
             # np.broadcast_to costs 10x more: a full reduction's gradient is one value
             out = np.ndarray(shape, arr.dtype, arr, 0, (0,) * len(shape))
             out.flags.writeable = False  # as broadcast_to's (each element is the same memory)
