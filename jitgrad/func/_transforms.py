@@ -110,6 +110,17 @@ def _with_diff(args, nums, argnums, diff):
     return tuple(out)
 
 
+def _of_diff_leaves(func, args, argnums):
+    """(the leaves of args[argnums], their tree spec, func as a function of those leaves
+    with the other args fixed): what jacrev and jacfwd differentiate."""
+    diff, nums = _diff_args(args, argnums)
+    leaves, spec = tree_flatten(diff)
+
+    def of_diff(*d):
+        return func(*_with_diff(args, nums, argnums, tree_unflatten(list(d), spec)))
+    return leaves, spec, of_diff
+
+
 def _check_inputs(leaves):
     for v in leaves:
         if not isinstance(v, Tensor):
@@ -352,11 +363,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     """
     @functools.wraps(func)
     def wrapper(*args):
-        diff, nums = _diff_args(args, argnums)
-        diff_leaves, diff_spec = tree_flatten(diff)
-
-        def of_diff(*d):
-            return func(*_with_diff(args, nums, argnums, tree_unflatten(list(d), diff_spec)))
+        diff_leaves, diff_spec, of_diff = _of_diff_leaves(func, args, argnums)
         res = vjp(of_diff, *diff_leaves, has_aux=has_aux)
         out, vjp_fn = res[0], res[1]
         out_leaves, out_spec = tree_flatten(out)
@@ -467,12 +474,8 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
     """
     @functools.wraps(func)
     def wrapper(*args):
-        diff, nums = _diff_args(args, argnums)
-        diff_leaves, diff_spec = tree_flatten(diff)
+        diff_leaves, diff_spec, of_diff = _of_diff_leaves(func, args, argnums)
         _check_inputs(diff_leaves)
-
-        def of_diff(*d):
-            return func(*_with_diff(args, nums, argnums, tree_unflatten(list(d), diff_spec)))
 
         def push(*ts):
             return jvp(of_diff, tuple(diff_leaves), ts, has_aux=has_aux)
