@@ -5,23 +5,26 @@
 `conv_weight_grad(x, g)`, which are bilinear too and whose gradients are the
 three ops again, so every order of reverse and forward mode closes over them.
 
-Each is im2col + one matrix product per block of samples (numpy/BLAS, or the
-CUDA matmul kernel on a device): the block's column matrix stacks every
-kernel tap's view of the zero-padded input, and blocks are sized to stay in
-cache (`BLOCK_BYTES`), which made the (64, 16, 32, 32) x 32 3x3 case 2x
-faster than one product over the whole batch. With stride 1 an output row
-keeps the padded input's row length, so a tap's view is one slice of the
-flattened padded input (the kw - 1 extra columns per row are computed and
-dropped), and the input gradient is the forward convolution of the output
-gradient with the flipped kernel, without a col2im pass.
+Each is one matrix product per block of samples (numpy/BLAS, or the CUDA
+matmul kernel on a device) beside a copy between the input and its column
+matrix, which holds every kernel tap's view of the input: im2col before the
+product for the convolution and the weight gradient, col2im (the columns
+added back onto the input positions they came from) after it for the input
+gradient. Blocks are sized to stay in cache (`BLOCK_BYTES`) and run on
+jitgrad's threads. The copies are Numba kernels, with numpy stand-ins for
+the first steps and for devices.
 asv_bench/conv_compare.py measures it against torch.
 """
 import os
+import queue
+from contextlib import nullcontext
 
 import numpy as np
 
 from .. import _state, backend
-from ..kernels import threads
+from ..kernels import cache, threads
+from ..kernels.cpu import staged
+from ..kernels.source import NUMBA_TYPE, header
 from ..tensor import Tensor, ascontiguous
 from .creation import zeros_like
 from .join import stack
@@ -78,78 +81,163 @@ def _out_size(n, k, stride, dilation, pad):
 BLOCK_BYTES = 1 << 20
 
 
+def _reach(n_out, n_in, k, stride, dilation, pad_before):
+    """Per kernel tap along one dim: (first output, end output, first input) of the
+    output positions whose input element lies inside the input (not in the padding)."""
+    taps = []
+    for i in range(k):
+        start = pad_before - i * dilation  # output o reads input o * stride - start
+        lo = min(max(0, -(-start // stride)), n_out)
+        hi = max(min(n_out, (n_in - 1 + start) // stride + 1), lo)
+        taps.append((lo, hi, lo * stride - start))
+    return taps
+
+
+# ---- the copies between an image and its columns ----------------------------------------------
+# im2col: cols[n, c, t, oh * OW + ow] = image[n, c, ih, iw], the element tap t meets at
+# output (oh, ow), for the outputs whose tap lies inside the image (the other entries are
+# left alone: zero). col2im: image[n, c] = the sum of the columns over the taps that read
+# each element, in tap order. taps: (T, 6) int64 rows (output rows lo, hi, output cols lo,
+# hi, first input row, first input col); sizes: (OH, OW, stride h, stride w).
+
+def _rectangles(taps, sizes):
+    """(tap, output rows, output cols, input rows, input cols) of the taps that meet the
+    input, as slices."""
+    _, _, sh, sw = (int(v) for v in sizes)
+    return [(t, slice(r0, r1), slice(c0, c1), slice(i0, i0 + (r1 - r0 - 1) * sh + 1, sh),
+             slice(j0, j0 + (c1 - c0 - 1) * sw + 1, sw))
+            for t, (r0, r1, c0, c1, i0, j0) in enumerate(taps.tolist()) if r1 > r0 and c1 > c0]
+
+
+def _by_tap(cols, sizes):
+    oh, ow = int(sizes[0]), int(sizes[1])
+    return cols[..., :oh * ow].reshape(cols.shape[:3] + (oh, ow))
+
+
+def _im2col_numpy(image, cols, taps, sizes):
+    by_tap = _by_tap(cols, sizes)
+    for t, r_out, c_out, r_in, c_in in _rectangles(taps, sizes):
+        by_tap[:, :, t, r_out, c_out] = image[:, :, r_in, c_in]
+
+
+def _col2im_numpy(image, cols, taps, sizes):
+    by_tap = _by_tap(cols, sizes)
+    image[...] = 0
+    for t, r_out, c_out, r_in, c_in in _rectangles(taps, sizes):
+        image[:, :, r_in, c_in] += by_tap[:, :, t, r_out, c_out]
+
+
+# The same loops compiled: numpy copies row by row (31 or 32 elements here) and its in-place
+# adds cost 3x the compiled loop (target case, one thread: im2col 2.5 ms against 1.2,
+# col2im 6.3 against 2.1). Indices are unsigned so that Numba adds no wraparound test
+# for negative ones, which kept the rows from being vectorized (1.9 ms).
+_COPY_SOURCE = """
+u = numba.uint64
+
+
+@numba.njit("void({array}, {array}, int64[:, ::1], int64[::1])", cache=True, nogil=True)
+def kernel(image, cols, taps, sizes):
+    ow_stride, sh, sw = sizes[1], sizes[2], u(sizes[3])
+    N, C, H, W = image.shape
+    T, row = cols.shape[2], cols.shape[3]
+    pixels, column = image.ravel(), cols.ravel()
+    for n in range(N):
+        for c in range(C):
+            plane = u((n * C + c) * H * W)
+{start}
+            for t in range(T):
+                r0, r1, c0, c1, i0, j0 = taps[t, 0], taps[t, 1], taps[t, 2], taps[t, 3], taps[t, 4], taps[t, 5]
+                m = u(c1 - c0)
+                for r in range(r0, r1):
+                    d = u(((n * C + c) * T + t) * row + r * ow_stride + c0)
+                    s = plane + u((i0 + (r - r0) * sh) * W + j0)
+                    if sw == 1:  # a contiguous run: vectorized
+                        for k in range(m):
+                            {move}
+                    else:
+                        for k in range(m):
+                            {move_strided}
+"""
+_COPIES = {"im2col": (_im2col_numpy, "", "column[d + k] = pixels[s + k]"),
+           "col2im": (_col2im_numpy, "            pixels[plane:plane + u(H * W)] = 0",
+                      "pixels[s + k] += column[d + k]")}
+_chosen = {}  # (copy, dtype name) -> its Numba kernel, once loaded
+cache.on_clear(_chosen.clear)
+_staged = {}  # (copy, dtype name) -> kernels/cpu.py's staged numpy version
+
+
+def _copy(name, like):
+    """The im2col or col2im to run on arrays like `like`, chosen on the calling thread (the
+    block threads never compile): numpy's on a device, for a dtype without a kernel, and
+    until kernels/cpu.py's staging hands over to the Numba kernel."""
+    numpy_version, start, move = _COPIES[name]
+    dtype = like.dtype.name
+    if not backend.is_host(like) or dtype not in ("float32", "float64"):
+        return numpy_version
+    key = (name, dtype)
+    if key in _chosen:
+        return _chosen[key]
+    source = header() + _COPY_SOURCE.format(array=NUMBA_TYPE[dtype] + "[:, :, :, ::1]",
+                                            start=start, move=move,
+                                            move_strided=move.replace("s + k", "s + k * sw"))
+
+    def load():
+        return _chosen.setdefault(key, cache.load(f"conv_{name}_{dtype}", source))
+    if cache.started():  # Numba runs: a kernel costs no more than its (cached) load
+        return load()
+    if key not in _staged:
+        _staged[key] = staged(load, numpy_version)
+    nothing = np.empty((0, 1, 1, 1), like.dtype)
+    _staged[key](nothing, nothing, np.empty((0, 6), np.int64), np.ones(4, np.int64))  # a call
+    return _chosen.get(key, numpy_version)
+
+
 class _Columns:
-    """One convolution as matrix products over blocks of samples: the block's zero-padded
-    input (flattened per channel), its column matrix (each tap's view of it, stacked),
-    and the output positions, torch's im2col done a block at a time."""
+    """One convolution as matrix products over blocks of samples: torch's im2col done a
+    block at a time into a column buffer (b, C, T, row) that holds, for each channel and
+    kernel tap, the input element each output position meets.
+
+    An output position whose tap falls in the padding meets a zero, and which positions
+    those are depends on the geometry only: the buffer is zeroed once per thread and
+    each block copies just the taps' inside rectangles, so there is no padded copy of the
+    input and no zero-fill per block. `row` is the output positions plus one cache line:
+    rows of a power-of-two length (32 x 32 floats) alias in the cache inside BLAS and
+    made the product 1.5x slower."""
 
     def __init__(self, geom, xshape, wshape, dtype, like):
         self.N, self.C, H, W = geom.as4d(xshape)
-        self.O, self.Cg, self.kh, self.kw = geom.as4d(wshape)
+        self.O, self.Cg, kh, kw = geom.as4d(wshape)
         self.G, self.Og = geom.groups, self.O // geom.groups
-        self.T = self.kh * self.kw
-        (self.sh, self.sw), (self.dh, self.dw) = geom.stride, geom.dilation
-        (pt, pb), (pl, pr) = geom.padding
-        self.H, self.W, self.pt, self.pl = H, W, pt, pl
-        self.Hp, self.Wp = H + pt + pb, W + pl + pr
-        self.OH = _out_size(H, self.kh, self.sh, self.dh, (pt, pb))
-        self.OW = _out_size(W, self.kw, self.sw, self.dw, (pl, pr))
-        # Stride 1: an output row keeps the padded row's length, so a tap's view is one
-        # slice of the flattened input; the kw - 1 extra columns per row are dropped.
-        self.flat = self.sh == self.sw == 1
-        self.row = self.Wp if self.flat else self.OW
-        self.L = self.OH * self.row
-        self.size = self.Hp * self.Wp + (self.kw - 1) * self.dw  # room for the last slices
+        self.T = kh * kw
+        self.OH, self.OW = (_out_size(n, k, s, d, p) for n, k, s, d, p in zip(
+            (H, W), (kh, kw), geom.stride, geom.dilation, geom.padding))
+        rows = _reach(self.OH, H, kh, geom.stride[0], geom.dilation[0], geom.padding[0][0])
+        cols = _reach(self.OW, W, kw, geom.stride[1], geom.dilation[1], geom.padding[1][0])
+        self.taps = np.array([(r0, r1, c0, c1, i0, j0) for r0, r1, i0 in rows
+                              for c0, c1, j0 in cols], np.int64).reshape(-1, 6)
+        self.sizes = np.array((self.OH, self.OW) + tuple(geom.stride), np.int64)
+        self.L = self.OH * self.OW
         self.dtype, self.like = dtype, like
         self.host = backend.is_host(like)
-        per_sample = self.C * self.T * self.L * np.dtype(dtype).itemsize
+        itemsize = np.dtype(dtype).itemsize
+        self.row = self.L + 64 // itemsize if self.host else self.L
+        per_sample = self.C * self.T * self.row * itemsize
         self.B = max(1, min(self.N, BLOCK_BYTES // max(per_sample, 1))) if self.host else self.N
 
     def blocks(self):
         return [slice(n, min(n + self.B, self.N)) for n in range(0, self.N, self.B)]
 
-    def zeros(self, shape):
-        return np.zeros(shape, self.dtype, like=self.like)
+    def buffer(self):
+        """A column buffer for one thread's blocks, zero where taps meet the padding."""
+        return np.zeros((self.B, self.C, self.T, self.row), self.dtype, like=self.like)
 
-    def padded(self, b):
-        """A zero-padded input buffer for a block of b samples, (b, C, size)."""
-        return self.zeros((b, self.C, self.size))
+    def matrices(self, buf, b):
+        """The first b samples of buf as (b, G, Cg * T, L) matrices."""
+        return buf[:b, ..., :self.L].reshape(b, self.G, self.Cg * self.T, self.L)
 
-    def interior(self, xp):
-        img = xp[..., :self.Hp * self.Wp].reshape(xp.shape[:2] + (self.Hp, self.Wp))
-        return img[:, :, self.pt:self.pt + self.H, self.pl:self.pl + self.W]
-
-    def view(self, xp, t):
-        """The elements of padded `xp` that tap t meets, one per output position."""
-        i, j = divmod(t, self.kw)
-        if self.flat:
-            off = i * self.dh * self.Wp + j * self.dw
-            return xp[..., off:off + self.L]
-        img = xp[..., :self.Hp * self.Wp].reshape(xp.shape[:2] + (self.Hp, self.Wp))
-        h, w = i * self.dh, j * self.dw
-        return img[:, :, h:h + self.sh * (self.OH - 1) + 1:self.sh,
-                   w:w + self.sw * (self.OW - 1) + 1:self.sw]
-
-    def columns(self, xp, cols):
-        """cols (b, C, T, L) filled with each tap's view of xp; as (b, G, Cg * T, L)."""
-        b = xp.shape[0]
-        by_tap = cols.reshape((b, self.C, self.T) + self.view(xp, 0).shape[2:])
-        for t in range(self.T):
-            by_tap[:, :, t] = self.view(xp, t)
-        return cols.reshape(b, self.G, self.Cg * self.T, self.L)
-
-    def positions(self, g4, blk, buffer):
-        """Block blk of an output gradient g4 (N, O, OH, OW) as (b, G, Og, L) in `buffer`
-        (b, O, OH, row), whose dropped columns stay zero."""
-        b = blk.stop - blk.start
-        if self.row == self.OW:
-            return ascontiguous(g4[blk]).reshape(b, self.G, self.Og, self.L)
-        buffer[:b, ..., :self.OW] = g4[blk]
-        return buffer[:b].reshape(b, self.G, self.Og, self.L)
-
-    def gradient_buffer(self):
-        return self.zeros((self.B, self.O, self.OH, self.row))
-
+    def positions(self, a4, blk):
+        """Block blk of an (N, O, OH, OW) array as (b, G, Og, L)."""
+        return ascontiguous(a4[blk]).reshape(blk.stop - blk.start, self.G, self.Og, self.L)
 
 def _product(a, b, out, host):
     """out[...] = a @ b (numpy writes into out directly; a device copies the result in)."""
@@ -182,110 +270,91 @@ def _pool():
     return _POOL[:2]
 
 
-def _over_blocks(c, work):
-    """[work(blocks) for each thread's share of c.blocks()]: one share per thread on the
-    host (the products on one BLAS thread each), everything in one call on a device."""
+def _over_blocks(c, scratch, step):
+    """[step(buffers, block) for each of c.blocks()], in block order, where each thread
+    makes its buffers with scratch() once. On the host the threads take the next block
+    when they are free rather than a fixed share, so a thread slowed by another process
+    on its core does less of the work; a device runs its one block on the caller's thread."""
     blocks = c.blocks()
     n = min(threads.get_num_threads(), len(blocks)) if c.host else 1
     if n <= 1:
-        return [work(blocks)]
+        buffers = scratch()
+        return [step(buffers, blk) for blk in blocks]
     pool, controller = _pool()
-    shares = [blocks[k * len(blocks) // n:(k + 1) * len(blocks) // n] for k in range(n)]
-    if controller is None:
-        return list(pool.map(work, shares))
-    with controller.limit(limits=1, user_api="blas"):
-        return list(pool.map(work, shares))
+    todo = queue.SimpleQueue()
+    for k, blk in enumerate(blocks):
+        todo.put((k, blk))
+    results = [None] * len(blocks)
+
+    def worker():
+        buffers = scratch()
+        while True:
+            try:
+                k, blk = todo.get_nowait()
+            except queue.Empty:
+                return
+            results[k] = step(buffers, blk)
+
+    with (nullcontext() if controller is None else controller.limit(limits=1, user_api="blas")):
+        for done in [pool.submit(worker) for _ in range(n)]:
+            done.result()
+    return results
 
 
 def _conv_array(x, w, bias, geom):
     c = _Columns(geom, x.shape, w.shape, x.dtype, x)
-    x4 = x.reshape(geom.as4d(x.shape))
+    x4 = ascontiguous(x.reshape(geom.as4d(x.shape)))
     w2 = w.reshape(c.G, c.Og, c.Cg * c.T)
     out = np.empty((c.N, c.O, c.OH, c.OW), x.dtype, like=x)
-    bias = 0 if bias is None else bias.reshape(-1, 1, 1)
+    bias = None if bias is None else bias.reshape(-1, 1)
+    im2col = _copy("im2col", x)
 
-    def work(blocks):
-        xp, cols = c.padded(c.B), np.empty((c.B, c.C, c.T, c.L), x.dtype, like=x)
-        prod = np.empty((c.B, c.G, c.Og, c.L), x.dtype, like=x)
-        for blk in blocks:
-            b = blk.stop - blk.start
-            c.interior(xp[:b])[...] = x4[blk]  # the borders stay zero from block to block
-            _product(w2, c.columns(xp[:b], cols[:b]), prod[:b], c.host)
-            # drops the extra columns and adds the bias in one pass over the block
-            np.add(prod[:b].reshape(b, c.O, c.OH, c.row)[..., :c.OW], bias, out=out[blk])
+    def step(buf, blk):
+        b = blk.stop - blk.start
+        im2col(x4[blk], buf[:b], c.taps, c.sizes)
+        _product(w2, c.matrices(buf, b), out[blk].reshape(b, c.G, c.Og, c.L), c.host)
+        if bias is not None:  # while the block's output is in cache
+            block = out[blk].reshape(b, c.O, c.L)
+            block += bias
 
-    _over_blocks(c, work)
+    _over_blocks(c, c.buffer, step)
     return out.reshape(geom.out_shape(x.shape, w.shape))
 
 
-def _transposed_as_forward(w, geom):
-    """(weight, geometry) with which the forward convolution of the output gradient is the
-    gradient of the input (the kernel flipped, its channel dims swapped per group, the
-    padding complemented), or None where that does not hold (strides, or padding wider
-    than the kernel's reach)."""
-    kernel = geom.as4d(w.shape)[2:]
-    reach = [d * (k - 1) for d, k in zip(geom.dilation, kernel)]
-    pads = tuple((r - a, r - b) for r, (a, b) in zip(reach, geom.padding))
-    if geom.stride != (1, 1) or min(min(p) for p in pads) < 0:
-        return None
-    w4 = w.reshape(geom.as4d(w.shape))
-    O, Cg, kh, kw = w4.shape
-    G = geom.groups
-    flipped = np.flip(w4, (2, 3)).reshape(G, O // G, Cg, kh, kw)
-    wt = ascontiguous(np.swapaxes(flipped, 1, 2)).reshape(G * Cg, O // G, kh, kw)
-    return wt, Geometry((1, 1), geom.dilation, pads, G, 2)
-
-
 def _input_grad_array(g, w, geom, xshape):
-    as_forward = _transposed_as_forward(w, geom)
-    if as_forward is not None:  # no col2im: measured 25% faster for stride 1
-        wt, forward_geom = as_forward
-        return _conv_array(g.reshape(geom.as4d(g.shape)), wt, None, forward_geom).reshape(xshape)
+    """The transposed convolution: columns = weight^T @ gradient, then col2im."""
     c = _Columns(geom, xshape, w.shape, g.dtype, g)
     g4 = g.reshape(geom.as4d(g.shape))
     w2t = ascontiguous(np.swapaxes(w.reshape(c.G, c.Og, c.Cg * c.T), 1, 2))
-    gx = np.empty((c.N, c.C, c.H, c.W), g.dtype, like=g)
+    gx = np.empty((c.N, c.C) + tuple(geom.as4d(xshape)[2:]), g.dtype, like=g)
+    col2im = _copy("col2im", g)
 
-    def work(blocks):
-        gxp, cols = c.padded(c.B), np.empty((c.B, c.G, c.Cg * c.T, c.L), g.dtype, like=g)
-        gq = c.gradient_buffer()
-        for blk in blocks:
-            b = blk.stop - blk.start
-            _product(w2t, c.positions(g4, blk, gq), cols[:b], c.host)
-            by_tap = cols[:b].reshape((b, c.C, c.T) + c.view(gxp, 0).shape[2:])
-            gxp[:b] = 0
-            for t in range(c.T):  # col2im: each tap's column adds into the positions it read
-                v = c.view(gxp[:b], t)
-                v += by_tap[:, :, t]
-            gx[blk] = c.interior(gxp[:b])
+    def step(buf, blk):
+        b = blk.stop - blk.start
+        _product(w2t, c.positions(g4, blk), c.matrices(buf, b), c.host)
+        col2im(gx[blk], buf[:b], c.taps, c.sizes)
 
-    _over_blocks(c, work)
+    _over_blocks(c, c.buffer, step)
     return gx.reshape(xshape)
 
 
 def _weight_grad_array(x, g, geom, wshape):
     c = _Columns(geom, x.shape, wshape, x.dtype, x)
-    x4 = x.reshape(geom.as4d(x.shape))
+    x4 = ascontiguous(x.reshape(geom.as4d(x.shape)))
     g4 = g.reshape(geom.as4d(g.shape))
+    im2col = _copy("im2col", x)
 
-    def work(blocks):
-        gq = c.gradient_buffer()
-        gw = np.zeros((c.G, c.Cg * c.T, c.Og), x.dtype, like=x)
-        part = np.empty((c.B, c.G, c.Cg * c.T, c.Og), x.dtype, like=x)
-        xp, cols = c.padded(c.B), np.empty((c.B, c.C, c.T, c.L), x.dtype, like=x)
-        for blk in blocks:
-            b = blk.stop - blk.start
-            c.interior(xp[:b])[...] = x4[blk]
-            # columns @ gradient^T: BLAS reads the transposed operand faster this way round
-            _product(c.columns(xp[:b], cols[:b]), np.swapaxes(c.positions(g4, blk, gq), -1, -2),
-                     part[:b], c.host)
-            gw += part[:b].sum(0)
-        return gw
+    def step(buf, blk):
+        b = blk.stop - blk.start
+        im2col(x4[blk], buf[:b], c.taps, c.sizes)
+        # columns @ gradient^T: BLAS reads the transposed operand faster this way round
+        part = np.matmul(c.matrices(buf, b), np.swapaxes(c.positions(g4, blk), -1, -2))
+        return part.sum(0)
 
-    parts = _over_blocks(c, work)
-    total = parts[0]
-    for p in parts[1:]:
-        total += p
+    # one partial sum per block, added in block order: the same bits whichever thread ran it
+    total = np.zeros((c.G, c.Cg * c.T, c.Og), x.dtype, like=x)
+    for part in _over_blocks(c, c.buffer, step):
+        total += part
     return ascontiguous(np.swapaxes(total, 1, 2)).reshape(wshape)
 
 
