@@ -72,3 +72,20 @@ def test_convolution_and_gradients_match_torch(copies, stride, padding, dilation
         res.append([t.detach().numpy() for t in (out, xs.grad, ws.grad, bs.grad)])
     for a, e in zip(*res):
         np.testing.assert_allclose(a, e, rtol=1e-10, atol=1e-12)
+
+
+def test_weight_gradient_bits_do_not_depend_on_the_threads(monkeypatch):
+    """Threads take blocks as they get free; the per-block parts are still added in block
+    order, so every run, and a run on one thread, gives the same bits."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    rng = helpers.rng_for("conv weight gradient threads")
+    x = rng.standard_normal((16, 16, 32, 32)).astype(np.float32)  # blocks of one sample
+    g = rng.standard_normal((16, 8, 32, 32)).astype(np.float32)
+    geom = conv.Geometry((1, 1), (1, 1), ((1, 1), (1, 1)), 1, 2)
+    assert len(conv._Columns(geom, x.shape, (8, 16, 3, 3), x.dtype, x).blocks()) == 16
+    runs = [conv._weight_grad_array(x, g, geom, (8, 16, 3, 3)) for _ in range(4)]
+    monkeypatch.setattr(conv.threads, "get_num_threads", lambda: 1)
+    with threadpoolctl.threadpool_limits(1, "blas"):
+        runs.append(conv._weight_grad_array(x, g, geom, (8, 16, 3, 3)))
+    for r in runs[1:]:
+        assert np.array_equal(r, runs[0])
