@@ -43,16 +43,19 @@ def _case(lib, rng):
 
 
 def _time(fn, repeat):
+    """(median wall time, median CPU time of the whole process) of `repeat` calls."""
     times = []
     for _ in range(repeat):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        times.append((time.perf_counter() - start, time.process_time() - cpu))
+    return tuple(statistics.median(t[k] for t in times) for k in (0, 1))
 
 
 def compare(rounds=7, repeat=5):
-    """{phase: (jitgrad median s, torch median s, ratio)}, rounds interleaved."""
+    """{phase: (jitgrad median s, torch median s, ratio, CPU-time ratio)}, rounds
+    interleaved. The CPU time (all of the process's threads) tells how much work each
+    does; on a loaded machine it moves less than the wall time."""
     import torch
 
     import jitgrad
@@ -68,8 +71,9 @@ def compare(rounds=7, repeat=5):
                                                  else repeat))
     out = {}
     for phase in ("forward", "backward", "forward+backward"):
-        j, t = (statistics.median(samples[lib, phase]) for lib in ("jitgrad", "torch"))
-        out[phase] = (j, t, j / t)
+        (j, jc), (t, tc) = ([statistics.median(s[k] for s in samples[lib, phase]) for k in (0, 1)]
+                            for lib in ("jitgrad", "torch"))
+        out[phase] = (j, t, j / t, jc / tc)
     return out
 
 
@@ -81,9 +85,9 @@ def main():
     import torch
     print(f"Conv2d({SHAPE[1]}, {OUT_CHANNELS}, {KERNEL}, padding={PADDING}) on {SHAPE} float32, "
           f"torch {torch.__version__} with {torch.get_num_threads()} threads")
-    print(f"{'phase':<18}{'jitgrad ms':>12}{'torch ms':>12}{'ratio':>8}")
-    for phase, (j, t, r) in compare(args.rounds, args.repeat).items():
-        print(f"{phase:<18}{j * 1e3:>12.2f}{t * 1e3:>12.2f}{r:>8.2f}")
+    print(f"{'phase':<18}{'jitgrad ms':>12}{'torch ms':>12}{'ratio':>8}{'CPU ratio':>11}")
+    for phase, (j, t, r, cpu) in compare(args.rounds, args.repeat).items():
+        print(f"{phase:<18}{j * 1e3:>12.2f}{t * 1e3:>12.2f}{r:>8.2f}{cpu:>11.2f}")
 
 
 if __name__ == "__main__":
