@@ -162,8 +162,9 @@ _COPIES = {"im2col": (_im2col_numpy, "", "column[d + k] = pixels[s + k]"),
            "col2im": (_col2im_numpy, "            pixels[plane:plane + u(H * W)] = 0",
                       "pixels[s + k] += column[d + k]")}
 _chosen = {}  # (copy, dtype name) -> its Numba kernel, once loaded
-cache.on_clear(_chosen.clear)
 _staged = {}  # (copy, dtype name) -> kernels/cpu.py's staged numpy version
+cache.on_clear(_chosen.clear)
+cache.on_clear(_staged.clear)
 
 
 def _copy(name, like):
@@ -187,8 +188,10 @@ def _copy(name, like):
         return load()
     if key not in _staged:
         _staged[key] = staged(load, numpy_version)
+    # one call on empty operands counts this convolution toward the hand-over (and loads
+    # the kernel when it is due)
     nothing = np.empty((0, 1, 1, 1), like.dtype)
-    _staged[key](nothing, nothing, np.empty((0, 6), np.int64), np.ones(4, np.int64))  # a call
+    _staged[key](nothing, nothing, np.empty((0, 6), np.int64), np.ones(4, np.int64))
     return _chosen.get(key, numpy_version)
 
 
@@ -239,6 +242,7 @@ class _Columns:
         """Block blk of an (N, O, OH, OW) array as (b, G, Og, L)."""
         return ascontiguous(a4[blk]).reshape(blk.stop - blk.start, self.G, self.Og, self.L)
 
+
 def _product(a, b, out, host):
     """out[...] = a @ b (numpy writes into out directly; a device copies the result in)."""
     if host:
@@ -263,7 +267,7 @@ def _pool():
         try:
             from threadpoolctl import ThreadpoolController
             controller = ThreadpoolController()
-        except ImportError:  # optional: without it the blocks run on one thread
+        except ImportError:  # optional: without it BLAS keeps its own threads inside blocks
             controller = None
         _POOL[:] = [ThreadPoolExecutor(max(threads.get_num_threads(), 1),
                                        thread_name_prefix="jitgrad-conv"), controller, os.getpid()]
