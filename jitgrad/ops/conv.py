@@ -300,8 +300,12 @@ def _over_blocks(c, scratch, step):
             results[k] = step(buffers, blk)
 
     with (nullcontext() if controller is None else controller.limit(limits=1, user_api="blas")):
-        for done in [pool.submit(worker) for _ in range(n)]:
-            done.result()
+        others = [pool.submit(worker) for _ in range(n - 1)]
+        try:
+            worker()  # the calling thread is one of the n: no hand-off to wait for
+        finally:
+            for done in others:
+                done.result()
     return results
 
 
