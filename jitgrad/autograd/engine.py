@@ -7,15 +7,15 @@ into leaves, free saved tensors unless retain_graph. Iterative throughout:
 a 100,000-node chain needs no recursion.
 """
 import heapq
-import itertools
 import math
+from collections import deque
 
 import numpy as np
 
 from .. import _state
 from .._trace import TRACE
-from .._node import (AccumulateGrad, GradientEdge, GraphTask, count_dependencies, edge_of,
-                     output_meta)
+from .._node import (ACCUMULATE_SEQ, AccumulateGrad, GradientEdge, GraphTask,
+                     count_dependencies, edge_of, output_meta)
 from .anomaly_mode import run_checked
 from .fusion import FusedGroup, plan
 from ..dtypes import from_np
@@ -268,7 +268,7 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
     arriving at them are captured and returned; leaves accumulate only if
     `accumulate_into` lists them (backward(inputs=...)) or targets is None."""
     roots = list(dict.fromkeys(n for n, _ in root_edges if n is not None))  # an output given twice
-    deps, seen = count_dependencies(roots)
+    deps = count_dependencies(roots)
     needed = None if targets is None else _needed_nodes(roots, targets)
     capture = None
     if targets is not None and accumulate_into is None:
@@ -293,63 +293,90 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
     if _state.local.fusion and not create_graph and not anomaly and _state.fw_level[0] is None:
         excluded = set() if targets is None else {n for n, _ in targets}
         if needed is not None:
-            excluded |= seen - needed
-        owner = plan(seen, deps, buffers, excluded) or None
-    # Ready queue: newest node first; equal sequence numbers (every AccumulateGrad
-    # has the highest) in the order they became ready, as torch's engine.
-    tick = itertools.count().__next__
+            excluded |= deps.keys() - needed
+        owner = plan(deps, buffers, excluded) or None
+    # Ready nodes run newest first (highest sequence number), as in torch's engine.
+    # Every AccumulateGrad has the highest number, so those wait apart, first come
+    # first run; the heap's other sequence numbers are all distinct.
     ready = []
     for node in buffers:
-        if deps.get(node, 0) == 0:
+        if deps[node] == 0:
             item = owner.get(node, node) if owner else node
             if item is node or item.pending == 0:
                 ready.append(item)
-    heap = [(-item._seq, tick(), item) for item in dict.fromkeys(ready)]
+    heap, leaves = [], deque()
+    for item in dict.fromkeys(ready):
+        if item._seq == ACCUMULATE_SEQ:
+            leaves.append(item)
+        else:
+            heap.append((-item._seq, item))
     heapq.heapify(heap)
 
     local = _state.local
-    # gradients that meet are summed as the engine's own gradients are made
-    add = _add if create_graph or _state.fw_level[0] is not None else _array_add
+    # Gradients that meet are summed as the engine's own gradients are made: as
+    # recorded Tensor ops under create_graph or forward AD, else as bare arrays
+    # (`sums` lists the nodes whose buffers hold one; they become Tensors when the
+    # node runs).
+    tensor_sums = create_graph or _state.fw_level[0] is not None
+    sums = set()
     prev_grad_mode = local.grad_enabled
     local.grad_enabled = create_graph
-    local.graph_tasks = local.graph_tasks + (GraphTask(seen, needed),)
+    local.graph_tasks = local.graph_tasks + (GraphTask(deps, needed),)
     filtered = needed is not None
+    observed = filtered or capture is not None or accumulate_nodes is not None
     prof = local.profiler
-    heappop, heappush = heapq.heappop, heapq.heappush
+    heappop, heappush, popleft = heapq.heappop, heapq.heappush, leaves.popleft
     try:
-        while heap:
-            node = heappop(heap)[2]
+        while True:
+            if leaves:
+                node = popleft()
+            elif heap:
+                node = heappop(heap)[1]
+            else:
+                break
             if type(node) is FusedGroup:
+                if sums:
+                    for m in node.members:
+                        if m in sums:
+                            _as_tensors(buffers[m])
                 if prof is not None:
                     prof.push(node.name(), "fused")
                 edges, out, in_meta = node.run(buffers, retain_graph)
                 if prof is not None:
                     prof.pop()
             else:
-                grads = buffers.pop(node, None) or []
-                if filtered and node not in needed:
-                    continue
+                grads = buffers.pop(node, None)
+                if grads is None:
+                    grads = []
+                elif sums and node in sums:
+                    _as_tensors(grads)
                 if node._tensor_hooks is not None or node._retain is not None:
+                    if filtered and node not in needed:
+                        continue
                     grads = _tensor_pre_hooks(node, grads)
-                if capture is not None and node in capture:
-                    for nr, k in capture[node]:
-                        g = grads[nr] if nr < len(grads) else None
-                        if type(node) is AccumulateGrad and g is not None and node.variable._hooks:
-                            g = _call_tensor_hooks(node.variable._hooks, g)
-                        captured[k] = g
                 if type(node) is AccumulateGrad:
-                    if capture is None and (accumulate_nodes is None or node in accumulate_nodes):
-                        if prof is not None:
-                            prof.push(node.name(), "backward")
-                        _run_accumulate(node, grads, create_graph)
-                        if prof is not None:
-                            prof.pop()
+                    if observed:
+                        if filtered and node not in needed:
+                            continue
+                        _capture(node, grads, capture, captured)
+                        if capture is not None or (accumulate_nodes is not None
+                                                   and node not in accumulate_nodes):
+                            continue
+                    if prof is not None:
+                        prof.push(node.name(), "backward")
+                    _run_accumulate(node, grads, create_graph)
+                    if prof is not None:
+                        prof.pop()
                     continue
-                if accumulate_nodes is not None and node in accumulate_nodes:
-                    _retain_into_grad(node, grads, targets, accumulate_into)
-                if filtered and not any(n in needed for n, _ in node._edges
-                                        if n is not None):
-                    continue
+                if observed:
+                    if filtered and node not in needed:
+                        continue
+                    _capture(node, grads, capture, captured)
+                    if accumulate_nodes is not None and node in accumulate_nodes:
+                        _retain_into_grad(node, grads, targets, accumulate_into)
+                    if filtered and not any(n in needed for n, _ in node._edges
+                                            if n is not None):
+                        continue
                 if node._pre_hooks is not None:
                     grads = _node_pre_hooks(node, grads)
                 if prof is not None:
@@ -383,21 +410,31 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                         g = _fit(node, i, g, m)
                     buf = buffers.get(nxt)
                     if buf is None:
-                        buf = buffers[nxt] = [None] * (nr + 1)
-                    elif len(buf) <= nr:
-                        buf.extend([None] * (nr + 1 - len(buf)))
-                    prev = buf[nr]
-                    buf[nr] = g if prev is None else add(prev, g)
+                        buffers[nxt] = [g] if nr == 0 else [None] * nr + [g]
+                    else:
+                        if len(buf) <= nr:
+                            buf.extend([None] * (nr + 1 - len(buf)))
+                        prev = buf[nr]
+                        if prev is None:
+                            buf[nr] = g
+                        elif tensor_sums:
+                            buf[nr] = _add(prev, g)
+                        else:
+                            buf[nr] = _sum_arrays(prev, g._data)
+                            sums.add(nxt)
                 if owner is not None and nxt in owner:
                     group = owner[nxt]
                     group.pending -= 1
                     if group.pending == 0:
-                        heappush(heap, (-group._seq, tick(), group))
+                        heappush(heap, (-group._seq, group))
                     continue
                 d = deps[nxt] - 1
                 deps[nxt] = d
                 if d == 0:
-                    heappush(heap, (-nxt._seq, tick(), nxt))
+                    if nxt._seq == ACCUMULATE_SEQ:
+                        leaves.append(nxt)
+                    else:
+                        heappush(heap, (-nxt._seq, nxt))
     finally:
         local.grad_enabled = prev_grad_mode
         local.graph_tasks = local.graph_tasks[:-1]
@@ -408,6 +445,38 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
         raise RuntimeError("internal error: a fused backward group never became ready; "
                            "rerun with jitgrad.autograd.set_fusion_enabled(False) and report it")
     return captured
+
+
+def _capture(node, grads, capture, captured):
+    """grad(inputs=...): keep the gradients arriving at a captured node's outputs."""
+    if capture is None or node not in capture:
+        return
+    for nr, k in capture[node]:
+        g = grads[nr] if nr < len(grads) else None
+        if type(node) is AccumulateGrad and g is not None and node.variable._hooks:
+            g = _call_tensor_hooks(node.variable._hooks, g)
+        captured[k] = g
+
+
+def _sum_arrays(prev, g):
+    """prev + g (an array) as a bare array (a numpy scalar for 0-d operands). prev
+    is the Tensor that arrived first, which others may hold, or an array made
+    here, which only the buffer holds: that one is summed into in place."""
+    token = ERRSTATE.set(QUIET)  # inf + -inf is nan, quietly (as torch)
+    try:
+        if type(prev) is Tensor:
+            return np.add(prev._data, g)
+        if type(prev) is np.ndarray and prev.shape == g.shape and prev.dtype == g.dtype:
+            return np.add(prev, g, out=prev)
+        return np.add(prev, g)
+    finally:
+        ERRSTATE.reset(token)
+
+
+def _as_tensors(grads):
+    for k, g in enumerate(grads):
+        if g is not None and type(g) is not Tensor:
+            grads[k] = Tensor(g)
 
 
 def _tensor_pre_hooks(node, grads):
