@@ -52,7 +52,7 @@ def _make_roots(outputs, grads, who):
                     "grad can be implicitly created only for scalar outputs (output "
                     f"{i} has shape {list(meta[0])}); pass gradient=/grad_outputs= with a tensor "
                     "of that shape, or reduce the output first, e.g. y.sum().backward()")
-            g = _filled(meta, np.ones)
+            g = _filled(meta, _ones)
         else:
             if not isinstance(g, Tensor):
                 raise TypeError(f"{who}: gradient {i} must be a Tensor or None, got {type(g).__name__}")
@@ -68,8 +68,13 @@ def _make_roots(outputs, grads, who):
     return edges, root_grads
 
 
+def _ones(shape, dtype):
+    # the usual root is a 0-d loss: np.array makes it in a fifth of np.ones' time
+    return np.array(1, dtype) if shape == () else np.ones(shape, dtype)
+
+
 def _filled(meta, fill):
-    """`fill(shape, dtype)` (np.ones or np.zeros) as a tensor on the device of `meta`."""
+    """`fill(shape, dtype)` (_ones or np.zeros) as a tensor on the device of `meta`."""
     shape, dtype, array_type = meta
     arr = fill(shape, dtype)
     return Tensor(arr if is_host_type(array_type) else on_device(arr, device_for(array_type)))
@@ -364,7 +369,7 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                             continue
                     if prof is not None:
                         prof.push(node.name(), "backward")
-                    _run_accumulate(node, grads, create_graph)
+                    _run_accumulate(node, grads, create_graph, node in sums)
                     if prof is not None:
                         prof.pop()
                     continue
@@ -517,29 +522,40 @@ def _dense(a):
     return True
 
 
-def _run_accumulate(node, grads, create_graph):
+def _laid_out_as(g, d):
+    """g a host array of d's shape and dtype, both C-contiguous (.grad's layout)."""
+    return (type(g) is HOST_ARRAY and type(d) is HOST_ARRAY and g.shape == d.shape
+            and g.dtype == d.dtype and g.flags.c_contiguous and d.flags.c_contiguous)
+
+
+def _run_accumulate(node, grads, create_graph, summed=False):
     """An AccumulateGrad node, hooks in torch's order: the leaf's tensor hooks, the
     node's pre-hooks (they see what the tensor hooks returned), the accumulation,
-    post-accumulate-grad hooks, the node's hooks."""
+    post-accumulate-grad hooks, the node's hooks. `summed`: the gradient is a sum
+    the engine made, which nothing else holds unless a hook was given it."""
     var = node.variable
     g = grads[0] if grads else None
+    owned = summed and not var._hooks and node._pre_hooks is None and node._hooks is None
     if g is not None and var._hooks:
         g = _call_tensor_hooks(var._hooks, g)
     grads = [g]
     if node._pre_hooks is not None:
         grads = _node_pre_hooks(node, grads)
-    _accumulate(var, grads[0], create_graph)
+    _accumulate(var, grads[0], create_graph, owned)
     if node._hooks is not None:
         for fn in tuple(node._hooks.values()):
             fn((), tuple(grads))
 
 
-def _accumulate(var, g, create_graph):
+def _accumulate(var, g, create_graph, owned=False):
+    """Add g into var.grad; `owned`: g is the engine's alone, so it may become .grad."""
     if g is None:
         return
     if var._grad_value is None:
         if create_graph:
             var._grad = g.clone()
+        elif owned and _laid_out_as(g._data, var._data):
+            var._grad_value = g  # as torch "steals" a gradient no one else holds
         else:
             # Own the buffer, in the param's layout ("default gradient layouts"): later
             # backward calls add into it in place.
