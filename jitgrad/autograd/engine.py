@@ -328,7 +328,6 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
     local.grad_enabled = create_graph
     local.graph_tasks = local.graph_tasks + (GraphTask(deps, needed),)
     filtered = needed is not None
-    observed = filtered or capture is not None or accumulate_nodes is not None
     prof = local.profiler
     heappop, heappush, popleft = heapq.heappop, heapq.heappush, leaves.popleft
     try:
@@ -355,33 +354,29 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                     grads = []
                 elif sums and node in sums:
                     _as_tensors(grads)
-                if node._tensor_hooks is not None or node._retain is not None:
-                    if filtered and node not in needed:
-                        continue
-                    grads = _tensor_pre_hooks(node, grads)
-                if type(node) is AccumulateGrad:
-                    if observed:
-                        if filtered and node not in needed:
-                            continue
-                        _capture(node, grads, capture, captured)
-                        if capture is not None or (accumulate_nodes is not None
-                                                   and node not in accumulate_nodes):
-                            continue
-                    if prof is not None:
-                        prof.push(node.name(), "backward")
-                    _run_accumulate(node, grads, create_graph, node in sums)
-                    if prof is not None:
-                        prof.pop()
+                if filtered and node not in needed:
                     continue
-                if observed:
-                    if filtered and node not in needed:
-                        continue
-                    _capture(node, grads, capture, captured)
-                    if accumulate_nodes is not None and node in accumulate_nodes:
-                        _retain_into_grad(node, grads, targets, accumulate_into)
-                    if filtered and not any(n in needed for n, _ in node._edges
-                                            if n is not None):
-                        continue
+                if node._tensor_hooks is not None or node._retain is not None:
+                    grads = _tensor_pre_hooks(node, grads)
+                if capture is not None and node in capture:
+                    for nr, k in capture[node]:
+                        g = grads[nr] if nr < len(grads) else None
+                        if type(node) is AccumulateGrad and g is not None and node.variable._hooks:
+                            g = _call_tensor_hooks(node.variable._hooks, g)
+                        captured[k] = g
+                if type(node) is AccumulateGrad:
+                    if capture is None and (accumulate_nodes is None or node in accumulate_nodes):
+                        if prof is not None:
+                            prof.push(node.name(), "backward")
+                        _run_accumulate(node, grads, create_graph, node in sums)
+                        if prof is not None:
+                            prof.pop()
+                    continue
+                if accumulate_nodes is not None and node in accumulate_nodes:
+                    _retain_into_grad(node, grads, targets, accumulate_into)
+                if filtered and not any(n in needed for n, _ in node._edges
+                                        if n is not None):
+                    continue
                 if node._pre_hooks is not None:
                     grads = _node_pre_hooks(node, grads)
                 if prof is not None:
@@ -450,17 +445,6 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
         raise RuntimeError("internal error: a fused backward group never became ready; "
                            "rerun with jitgrad.autograd.set_fusion_enabled(False) and report it")
     return captured
-
-
-def _capture(node, grads, capture, captured):
-    """grad(inputs=...): keep the gradients arriving at a captured node's outputs."""
-    if capture is None or node not in capture:
-        return
-    for nr, k in capture[node]:
-        g = grads[nr] if nr < len(grads) else None
-        if type(node) is AccumulateGrad and g is not None and node.variable._hooks:
-            g = _call_tensor_hooks(node.variable._hooks, g)
-        captured[k] = g
 
 
 def _sum_arrays(prev, g):
