@@ -287,15 +287,15 @@ def replay_cost(n, reps):
     case = make_loss_case("fused", "w1", n)
     y = case.forward()
     roots = [y.grad_fn]
-    deps, seen = count_dependencies(roots)
-    owner = fusion.plan(seen, deps, set(roots), set())
+    deps = count_dependencies(roots)
+    owner = fusion.plan(deps, set(roots), set())
     groups = list({id(g): g for g in owner.values()}.values())
     keys = []  # the kernel-cache keys the fused groups of this graph hit
     for g in groups:
         keys += [k for k in cache._memory if isinstance(k, tuple) and k and k[0] == "fused"
                  and k[1] == g.kernel_spec]
     t_deps = _median_time(lambda: count_dependencies(roots), reps)
-    t_plan = _median_time(lambda: fusion.plan(seen, deps, set(roots), set()), reps)
+    t_plan = _median_time(lambda: fusion.plan(deps, set(roots), set()), reps)
     t_lookup = _median_time(lambda: [fuse.fused_kernel(k[1], k[2], k[3]) for k in keys], reps)
     t_bwd = []
     for _ in range(max(5, reps // 10)):
@@ -305,7 +305,7 @@ def replay_cost(n, reps):
         t_bwd.append(time.perf_counter() - t)
     del y
     fused_nodes = sum(len(g.members) for g in groups)
-    return {"nodes": len(seen), "fused_nodes": fused_nodes, "groups": len(groups),
+    return {"nodes": len(deps), "fused_nodes": fused_nodes, "groups": len(groups),
             "deps": t_deps, "plan": t_plan, "lookup": t_lookup,
             "backward": statistics.median(t_bwd)}
 

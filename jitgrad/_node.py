@@ -234,17 +234,22 @@ def array_meta(key):
 
 
 def count_dependencies(roots):
-    """(deps, seen): for each node below `roots`, how many edges point at it."""
-    deps, seen, stack = {}, set(roots), list(roots)
+    """{node: how many edges point at it} for every node below `roots`, the roots
+    included (they count the edges from other roots only). One dict, no separate
+    visited set: a backward pass walks every edge of its graph through here."""
+    deps = dict.fromkeys(roots, 0)
+    get = deps.get
+    stack = list(roots)
     while stack:
-        node = stack.pop()
-        for nxt, _ in node._edges:
+        for nxt, _ in stack.pop()._edges:
             if nxt is not None:
-                deps[nxt] = deps.get(nxt, 0) + 1
-                if nxt not in seen:
-                    seen.add(nxt)
+                d = get(nxt)
+                if d is None:
+                    deps[nxt] = 1
                     stack.append(nxt)
-    return deps, seen
+                else:
+                    deps[nxt] = d + 1
+    return deps
 
 
 def edge_of(t):

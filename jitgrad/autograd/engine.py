@@ -7,15 +7,15 @@ into leaves, free saved tensors unless retain_graph. Iterative throughout:
 a 100,000-node chain needs no recursion.
 """
 import heapq
-import itertools
 import math
+from collections import deque
 
 import numpy as np
 
 from .. import _state
 from .._trace import TRACE
-from .._node import (AccumulateGrad, GradientEdge, GraphTask, count_dependencies, edge_of,
-                     output_meta)
+from .._node import (ACCUMULATE_SEQ, AccumulateGrad, GradientEdge, GraphTask,
+                     count_dependencies, edge_of, output_meta)
 from .anomaly_mode import run_checked
 from .fusion import FusedGroup, plan
 from ..dtypes import from_np
@@ -23,7 +23,7 @@ from ..kernels import ERRSTATE, QUIET
 from ..kernels.cpu import end_step
 from ..ops.convert import to_device
 from ..ops.views import sum_to_size
-from ..backend import is_host_type
+from ..backend import HOST_ARRAY, is_host_type
 from ..tensor import Size, Tensor, device_for, on_device
 
 
@@ -52,7 +52,7 @@ def _make_roots(outputs, grads, who):
                     "grad can be implicitly created only for scalar outputs (output "
                     f"{i} has shape {list(meta[0])}); pass gradient=/grad_outputs= with a tensor "
                     "of that shape, or reduce the output first, e.g. y.sum().backward()")
-            g = _filled(meta, np.ones)
+            g = _filled(meta, _ones)
         else:
             if not isinstance(g, Tensor):
                 raise TypeError(f"{who}: gradient {i} must be a Tensor or None, got {type(g).__name__}")
@@ -68,8 +68,13 @@ def _make_roots(outputs, grads, who):
     return edges, root_grads
 
 
+def _ones(shape, dtype):
+    # the usual root is a 0-d loss: np.array makes it in a fifth of np.ones' time
+    return np.array(1, dtype) if shape == () else np.ones(shape, dtype)
+
+
 def _filled(meta, fill):
-    """`fill(shape, dtype)` (np.ones or np.zeros) as a tensor on the device of `meta`."""
+    """`fill(shape, dtype)` (_ones or np.zeros) as a tensor on the device of `meta`."""
     shape, dtype, array_type = meta
     arr = fill(shape, dtype)
     return Tensor(arr if is_host_type(array_type) else on_device(arr, device_for(array_type)))
@@ -268,7 +273,7 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
     arriving at them are captured and returned; leaves accumulate only if
     `accumulate_into` lists them (backward(inputs=...)) or targets is None."""
     roots = list(dict.fromkeys(n for n, _ in root_edges if n is not None))  # an output given twice
-    deps, seen = count_dependencies(roots)
+    deps = count_dependencies(roots)
     needed = None if targets is None else _needed_nodes(roots, targets)
     capture = None
     if targets is not None and accumulate_into is None:
@@ -293,40 +298,62 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
     if _state.local.fusion and not create_graph and not anomaly and _state.fw_level[0] is None:
         excluded = set() if targets is None else {n for n, _ in targets}
         if needed is not None:
-            excluded |= seen - needed
-        owner = plan(seen, deps, buffers, excluded) or None
-    # Ready queue: newest node first; equal sequence numbers (every AccumulateGrad
-    # has the highest) in the order they became ready, as torch's engine.
-    tick = itertools.count().__next__
+            excluded |= deps.keys() - needed
+        owner = plan(deps, buffers, excluded) or None
+    # Ready nodes run newest first (highest sequence number), as in torch's engine.
+    # Every AccumulateGrad has the highest number, so those wait apart, first come
+    # first run; the heap's other sequence numbers are all distinct.
     ready = []
     for node in buffers:
-        if deps.get(node, 0) == 0:
+        if deps[node] == 0:
             item = owner.get(node, node) if owner else node
             if item is node or item.pending == 0:
                 ready.append(item)
-    heap = [(-item._seq, tick(), item) for item in dict.fromkeys(ready)]
+    heap, leaves = [], deque()
+    for item in dict.fromkeys(ready):
+        if item._seq == ACCUMULATE_SEQ:
+            leaves.append(item)
+        else:
+            heap.append((-item._seq, item))
     heapq.heapify(heap)
 
     local = _state.local
-    # gradients that meet are summed as the engine's own gradients are made
-    add = _add if create_graph or _state.fw_level[0] is not None else _array_add
+    # Gradients that meet are summed as the engine's own gradients are made: as
+    # recorded Tensor ops under create_graph or forward AD, else as bare arrays
+    # (`sums` lists the nodes whose buffers hold one; they become Tensors when the
+    # node runs).
+    tensor_sums = create_graph or _state.fw_level[0] is not None
+    sums = set()
     prev_grad_mode = local.grad_enabled
     local.grad_enabled = create_graph
-    local.graph_tasks = local.graph_tasks + (GraphTask(seen, needed),)
+    local.graph_tasks = local.graph_tasks + (GraphTask(deps, needed),)
     filtered = needed is not None
     prof = local.profiler
-    heappop, heappush = heapq.heappop, heapq.heappush
+    heappop, heappush, popleft = heapq.heappop, heapq.heappush, leaves.popleft
     try:
-        while heap:
-            node = heappop(heap)[2]
+        while True:
+            if leaves:
+                node = popleft()
+            elif heap:
+                node = heappop(heap)[1]
+            else:
+                break
             if type(node) is FusedGroup:
+                if sums:
+                    for m in node.members:
+                        if m in sums:
+                            _as_tensors(buffers[m])
                 if prof is not None:
                     prof.push(node.name(), "fused")
                 edges, out, in_meta = node.run(buffers, retain_graph)
                 if prof is not None:
                     prof.pop()
             else:
-                grads = buffers.pop(node, None) or []
+                grads = buffers.pop(node, None)
+                if grads is None:
+                    grads = []
+                elif sums and node in sums:
+                    _as_tensors(grads)
                 if filtered and node not in needed:
                     continue
                 if node._tensor_hooks is not None or node._retain is not None:
@@ -341,7 +368,7 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                     if capture is None and (accumulate_nodes is None or node in accumulate_nodes):
                         if prof is not None:
                             prof.push(node.name(), "backward")
-                        _run_accumulate(node, grads, create_graph)
+                        _run_accumulate(node, grads, create_graph, node in sums)
                         if prof is not None:
                             prof.pop()
                     continue
@@ -383,21 +410,31 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                         g = _fit(node, i, g, m)
                     buf = buffers.get(nxt)
                     if buf is None:
-                        buf = buffers[nxt] = [None] * (nr + 1)
-                    elif len(buf) <= nr:
-                        buf.extend([None] * (nr + 1 - len(buf)))
-                    prev = buf[nr]
-                    buf[nr] = g if prev is None else add(prev, g)
+                        buffers[nxt] = [g] if nr == 0 else [None] * nr + [g]
+                    else:
+                        if len(buf) <= nr:
+                            buf.extend([None] * (nr + 1 - len(buf)))
+                        prev = buf[nr]
+                        if prev is None:
+                            buf[nr] = g
+                        elif tensor_sums:
+                            buf[nr] = _add(prev, g)
+                        else:
+                            buf[nr] = _sum_arrays(prev, g._data)
+                            sums.add(nxt)
                 if owner is not None and nxt in owner:
                     group = owner[nxt]
                     group.pending -= 1
                     if group.pending == 0:
-                        heappush(heap, (-group._seq, tick(), group))
+                        heappush(heap, (-group._seq, group))
                     continue
                 d = deps[nxt] - 1
                 deps[nxt] = d
                 if d == 0:
-                    heappush(heap, (-nxt._seq, tick(), nxt))
+                    if nxt._seq == ACCUMULATE_SEQ:
+                        leaves.append(nxt)
+                    else:
+                        heappush(heap, (-nxt._seq, nxt))
     finally:
         local.grad_enabled = prev_grad_mode
         local.graph_tasks = local.graph_tasks[:-1]
@@ -408,6 +445,27 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
         raise RuntimeError("internal error: a fused backward group never became ready; "
                            "rerun with jitgrad.autograd.set_fusion_enabled(False) and report it")
     return captured
+
+
+def _sum_arrays(prev, g):
+    """prev + g (an array) as a bare array (a numpy scalar for 0-d operands). prev
+    is the Tensor that arrived first, which others may hold, or an array made
+    here, which only the buffer holds: that one is summed into in place."""
+    token = ERRSTATE.set(QUIET)  # inf + -inf is nan, quietly (as torch)
+    try:
+        if type(prev) is Tensor:
+            return np.add(prev._data, g)
+        if type(prev) is HOST_ARRAY and prev.shape == g.shape and prev.dtype == g.dtype:
+            return np.add(prev, g, out=prev)
+        return np.add(prev, g)
+    finally:
+        ERRSTATE.reset(token)
+
+
+def _as_tensors(grads):
+    for k, g in enumerate(grads):
+        if g is not None and type(g) is not Tensor:
+            grads[k] = Tensor(g)
 
 
 def _tensor_pre_hooks(node, grads):
@@ -436,6 +494,8 @@ def _retain_into_grad(node, grads, targets, tensors):
 
 def _dense(a):
     """Dense and non-overlapping (some permutation of a contiguous layout)?"""
+    if a.flags.c_contiguous:
+        return True
     expected = a.itemsize
     for stride, size in sorted(zip(a.strides, a.shape)):
         if size == 1:
@@ -446,36 +506,47 @@ def _dense(a):
     return True
 
 
-def _run_accumulate(node, grads, create_graph):
+def _laid_out_as(g, d):
+    """g a host array of d's shape and dtype, both C-contiguous (.grad's layout)."""
+    return (type(g) is HOST_ARRAY and type(d) is HOST_ARRAY and g.shape == d.shape
+            and g.dtype == d.dtype and g.flags.c_contiguous and d.flags.c_contiguous)
+
+
+def _run_accumulate(node, grads, create_graph, summed=False):
     """An AccumulateGrad node, hooks in torch's order: the leaf's tensor hooks, the
     node's pre-hooks (they see what the tensor hooks returned), the accumulation,
-    post-accumulate-grad hooks, the node's hooks."""
+    post-accumulate-grad hooks, the node's hooks. `summed`: the gradient is a sum
+    the engine made, which nothing else holds unless a hook was given it."""
     var = node.variable
     g = grads[0] if grads else None
+    owned = summed and not var._hooks and node._pre_hooks is None and node._hooks is None
     if g is not None and var._hooks:
         g = _call_tensor_hooks(var._hooks, g)
     grads = [g]
     if node._pre_hooks is not None:
         grads = _node_pre_hooks(node, grads)
-    _accumulate(var, grads[0], create_graph)
+    _accumulate(var, grads[0], create_graph, owned)
     if node._hooks is not None:
         for fn in tuple(node._hooks.values()):
             fn((), tuple(grads))
 
 
-def _accumulate(var, g, create_graph):
+def _accumulate(var, g, create_graph, owned=False):
+    """Add g into var.grad; `owned`: g is the engine's alone, so it may become .grad."""
     if g is None:
         return
     if var._grad_value is None:
         if create_graph:
             var._grad = g.clone()
+        elif owned and _laid_out_as(g._data, var._data):
+            var._grad_value = g  # as torch "steals" a gradient no one else holds
         else:
             # Own the buffer, in the param's layout ("default gradient layouts"): later
             # backward calls add into it in place.
             buf = np.empty_like(var._data) if _dense(var._data) else \
                 np.empty(var._data.shape, var._data.dtype, like=var._data)
             np.copyto(buf, g._data)
-            var._grad = Tensor(buf)
+            var._grad_value = Tensor(buf)  # made like var: the .grad setter's checks hold
     elif create_graph or _state.local.grad_enabled:
         var._grad = var._grad_value + g
     else:

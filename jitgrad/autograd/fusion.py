@@ -65,26 +65,27 @@ _plans = {}
 MAX_PLANS = 256
 
 
-def plan(nodes, deps, roots, excluded):
-    """Map each fused node to its FusedGroup (groups of two or more nodes).
+def plan(deps, roots, excluded):
+    """Map each fused node to its FusedGroup (groups of two or more nodes); `deps`
+    holds every node of the graph (with its count of incoming edges).
 
     The grouping (which nodes, by their place in the graph) is cached under the
     graph's structural signature; each call builds fresh FusedGroups over this
     graph's own nodes. Graphs with fewer than two fusable nodes are not planned."""
     # (the first two tests inline: most nodes of a small-op graph fail them)
-    ok = {c for c in nodes if c.__class__.__base__ is ElementwiseNode and c._shape is not None
+    ok = {c for c in deps if c.__class__.__base__ is ElementwiseNode and c._shape is not None
           and _fusable(c)}
     if excluded:
         ok -= excluded
     if len(ok) < 2:
         return {}
-    order = sorted(nodes, key=_by_newest)
+    order = sorted(deps, key=_by_newest)
     key = _signature(order, ok, roots)
     groups = _plans.get(key)
     _cache.count_plan(groups is not None)
     if groups is None:
         index = {n: k for k, n in enumerate(order)}
-        groups = [tuple(index[m] for m in g) for g in _group(nodes, ok)]
+        groups = [tuple(index[m] for m in g) for g in _group(deps, ok)]
         if len(_plans) >= MAX_PLANS:
             _plans.clear()
         _plans[key] = groups
@@ -322,6 +323,6 @@ def explain(*tensors):
     if not _state.local.fusion:
         return []
     roots = [t.grad_fn for t in tensors if t.grad_fn is not None]
-    deps, seen = count_dependencies(roots)
-    groups = {id(g): g for g in plan(seen, deps, set(roots), set()).values()}
+    deps = count_dependencies(roots)
+    groups = {id(g): g for g in plan(deps, set(roots), set()).values()}
     return sorted(([m.name() for m in g.members] for g in groups.values()), key=len, reverse=True)

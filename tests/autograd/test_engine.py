@@ -166,6 +166,27 @@ def test_grad_accumulates_in_place_across_backward_calls(lib):
     close(first, [2 + 3, 4 + 3])
 
 
+@pytest.mark.parametrize("shape", [(), (2,)])
+def test_gradients_that_meet_at_a_leaf_accumulate_into_one_grad(lib, shape):
+    x = lib.full(shape, 2.0, dtype=lib.float64, requires_grad=True)
+    (x * x + x).sum().backward()  # three gradients meet at x
+    first = x.grad
+    close(first, np.full(shape, 5.0))
+    (x * 3 + x).sum().backward()
+    assert x.grad is first
+    close(first, np.full(shape, 9.0))
+
+
+def test_a_gradient_a_hook_kept_is_not_the_grad_that_accumulates(lib):
+    kept = []
+    x = T(lib, [1.0, 2.0])
+    x.register_hook(kept.append)
+    (x * x + x).sum().backward()
+    (x * 3).sum().backward()
+    close(kept[0], [3.0, 5.0])
+    close(x.grad, [6.0, 8.0])
+
+
 LEAF_LAYOUTS = {
     "transposed": lambda lib: lib.arange(12.0).reshape(4, 3).t(),
     "permuted 3-d": lambda lib: lib.arange(24.0).reshape(2, 3, 4).permute(2, 0, 1),
