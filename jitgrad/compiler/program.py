@@ -352,6 +352,7 @@ class Program:
         self.ready = _DONE
         self.build_error = None
         self.guards = ()  # callables that must all return True for a replay (trace.py)
+        self._worker = None  # the thread building the executors' tapes, not started yet
 
     def set_backward(self, meta, outs, grads_in, sources, instrs, grads_out):
         self.meta = meta
@@ -378,10 +379,18 @@ class Program:
         if background and EXECUTORS:
             self._tapes(())
             self.ready = threading.Event()
-            threading.Thread(target=self._build_in_background, daemon=True,
-                             name="jitgrad.compile build").start()
+            self._worker = threading.Thread(target=self._build_in_background, daemon=True,
+                                            name="jitgrad.compile build")
         else:
             self._tapes(EXECUTORS)
+
+    def _start_build(self):
+        """Start the worker thread `build` made, at the first replay (or wait): not while
+        the call that traced is still running, whose memory then stays its own (Numba's
+        start-up alone takes some 80 MB)."""
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.start()
 
     def _tapes(self, executors):
         backward_tape = None
@@ -405,6 +414,7 @@ class Program:
 
     def wait(self, timeout=None):
         """Block until the executors' tapes are built (see `build`)."""
+        self._start_build()
         return self.ready.wait(timeout)
 
     def externals_match(self):
@@ -419,6 +429,8 @@ class Program:
     def run(self, flat):
         if self.forward_tape is None:
             self.build()
+        if self._worker is not None:
+            self._start_build()
         env = [None] * len(self.meta)
         for slot, pos in self.inputs:
             env[slot] = flat[pos]
