@@ -20,12 +20,13 @@ import weakref
 import numpy as np
 
 from .. import _state
-from ..kernels import cache
 from ..kernels.cpu import numpy_ufunc
 from ..kernels.fuse import LOOP_MIN_ELEMENTS
 from ..kernels.roles import role_formula
 from ..ops import pointwise
 from ..tensor import Tensor
+from .fused import SWAPPED
+from .program import PURE
 
 # Elements per block: below LOOP_MIN_ELEMENTS, so an op on a block is eager mode's
 # small-op call (one ufunc), and a block's few live values take some 100 KB.
@@ -109,6 +110,29 @@ class Deferred:
                 type(v) is Tensor and v._rg for v in operands):
             pointwise._record_elementwise(op, operands, out, kdt)
         return out
+
+    def defer_call(self, name, args, kwargs, op):
+        """`defer` for a recorded call (an elementwise op, whose args start with the op,
+        or a swapped operator such as x.__rsub__(o)), else None."""
+        if op is not None and not kwargs:
+            return self.defer(op, args[1:])
+        if name in SWAPPED and len(args) == 2 and not kwargs:
+            return self.defer(SWAPPED[name], args[::-1])  # x.__rsub__(o) is o - x
+        return None
+
+    def run(self, fn, name, args, kwargs, inplace, op):
+        """fn(*args, **kwargs), a call about to run now, after computing the deferred
+        values it reads: all of them before a call that may change arrays in place
+        (deferred values may read them). A gradient's accumulation into a leaf takes
+        its blocks as they are computed (see accumulate)."""
+        if self.recipes:
+            if name == "accumulate_grad" and self.accumulate(*args):
+                return None
+            if inplace or (op is None and name not in PURE):
+                self.fill()
+            else:
+                self.fill_tensors((args, kwargs))
+        return fn(*args, **kwargs)
 
     def fill(self, arrays=None):
         """Compute the values of the deferred arrays in `arrays` (ids; None: every
@@ -227,17 +251,17 @@ _STAND_INS = {}  # (op, dtype) -> numpy function, or None where numpy lacks one
 
 
 def block_kernel(op, kdt):
-    """What computes op on blocks (arrays and numbers) of its operands: while this
-    process has not started Numba, the numpy stand-in of op's kernel, so that a first
-    call pays for no Numba start (time, and some 80 MB of memory); numpy's exp, sin
-    ... may differ from the kernels' in the last bit. Else eager mode's call."""
-    if not cache.started():
-        key = (op, kdt)
-        if key not in _STAND_INS:
-            names, body, prefix, dts, out_dt, _ = role_formula(op, ("forward",), kdt)
-            _STAND_INS[key] = numpy_ufunc(names, body, prefix, dts, kdt, out_dt, op.name)
-        if _STAND_INS[key] is not None:
-            return _STAND_INS[key]
+    """What computes op on blocks (arrays and numbers) of its operands: the numpy
+    stand-in of op's kernel, which needs no Numba (a first call pays for no start of
+    it, in time and in some 80 MB of memory, and a replay while a worker thread
+    compiles waits for no compiler); numpy's exp, sin ... may differ from the
+    kernels' in the last bit. Eager mode's call where numpy lacks a function."""
+    key = (op, kdt)
+    if key not in _STAND_INS:
+        names, body, prefix, dts, out_dt, _ = role_formula(op, ("forward",), kdt)
+        _STAND_INS[key] = numpy_ufunc(names, body, prefix, dts, kdt, out_dt, op.name)
+    if _STAND_INS[key] is not None:
+        return _STAND_INS[key]
 
     def eager(*blocks):
         return pointwise.call(op, *(Tensor(b) if type(b) is np.ndarray else b

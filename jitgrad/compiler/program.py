@@ -248,13 +248,30 @@ class Segment:
         self.skips = skips
 
 
+def deferring_step(ins):
+    """python_step for a tape that defers large elementwise results (as a trace does,
+    compiler/deferred.py): run as step(env, deferred)."""
+    fn = getattr(ins.fn, "__wrapped_op__", ins.fn)
+    name, args, kwargs, outs, inplace, op = \
+        ins.name, ins.args, ins.kwargs, ins.outs, ins.inplace, ins.op
+
+    def step(env, deferred):
+        a, kw = resolve(args, env), resolve(kwargs, env)
+        out = deferred.defer_call(name, a, kw, op)
+        _store(outs, deferred.run(fn, name, a, kw, inplace, op) if out is None else out, env)
+    return step
+
+
 class Tape:
     """An instruction list made runnable: steps (Python or executor segments) and
     the slots to free after each. Instructions in no segment whose results nothing
-    reads (`unused`) are not run."""
+    reads (`unused`) are not run. A `deferring` tape (the Python tier that runs while
+    the executors' kernels build) defers large elementwise results as a trace does, so
+    that those replays, too, hold what the step needs rather than every intermediate."""
 
-    def __init__(self, meta, instrs, keep, executors):
+    def __init__(self, meta, instrs, keep, executors, deferring=False):
         self.instrs = instrs
+        self.deferring = deferring
         self.segments = []
         taken = {}
         for ex in executors:
@@ -278,7 +295,8 @@ class Tape:
                 i = seg.stop
             else:
                 if i not in self.unused:
-                    steps.append((_transposed_product(meta, instrs[i], readers, keep)
+                    steps.append((deferring_step(instrs[i]) if deferring else
+                                  _transposed_product(meta, instrs[i], readers, keep)
                                   or python_step(instrs[i]), i, i + 1))
                 i += 1
         for k, (_, a, b) in enumerate(steps):
@@ -295,6 +313,15 @@ class Tape:
         self.steps = [(run, tuple(f)) for (run, _, _), f in zip(steps, free)]
 
     def run(self, env):
+        if self.deferring:
+            from .deferred import Deferred  # (it reads this module's tables)
+            deferred = Deferred(SMALL_ELEMENTS)
+            for run, dead in self.steps:
+                run(env, deferred)
+                for s in dead:
+                    env[s] = None
+            deferred.fill()  # what the caller reads: results, values the backward saved
+            return
         for run, dead in self.steps:
             run(env)
             for s in dead:
@@ -377,7 +404,7 @@ class Program:
         self._freed_outputs = tuple(r for r in dict.fromkeys(iter_refs(self.outputs))
                                     if self.meta[r].rg) if self.ran_backward else ()
         if background and EXECUTORS:
-            self._tapes(())
+            self._tapes((), deferring=True)
             self.ready = threading.Event()
             self._worker = threading.Thread(target=self._build_in_background, daemon=True,
                                             name="jitgrad.compile build")
@@ -392,13 +419,13 @@ class Program:
         if worker is not None:
             worker.start()
 
-    def _tapes(self, executors):
+    def _tapes(self, executors, deferring=False):
         backward_tape = None
         if self.backward is not None:
             instrs, grads_out = self.backward[3], self.backward[4]
             backward_tape = Tape(self.meta, instrs, {int(r) for r in grads_out if r is not None},
-                                 executors)
-        forward_tape = Tape(self.meta, self.instrs, self._keep, executors)
+                                 executors, deferring)
+        forward_tape = Tape(self.meta, self.instrs, self._keep, executors, deferring)
         self.forward_tape, self.backward_tape = forward_tape, backward_tape
 
     def _build_in_background(self):

@@ -22,8 +22,7 @@ from ..autograd import engine
 from ..ops.creation import ones_like
 from ..tensor import Tensor
 from .deferred import Deferred
-from .fused import SWAPPED
-from .program import PURE, SMALL_ELEMENTS, Instr, Program, Ref, SlotMeta, iter_refs
+from .program import SMALL_ELEMENTS, Instr, Program, Ref, SlotMeta, iter_refs
 
 _PACKAGE = __file__.rsplit("compiler", 1)[0]
 
@@ -183,14 +182,13 @@ class Tracer:
         return out
 
     # ---- recording ----------------------------------------------------------------------
-    def call(self, fn, name, args, kwargs, inplace=False, op=None, composite=False,
-             defer=None):
+    def call(self, fn, name, args, kwargs, inplace=False, op=None, composite=False):
         """Record fn(*args, **kwargs) as one instruction (its inner calls are part of
         it). A `composite` op (a declared op without a backward node of its own) runs with
         its inner calls recorded instead, since their nodes, and the tensors they save,
         make its backward; if it recorded none (it made its result itself), the call is
-        recorded as one instruction after all. `defer()`: the result with its values
-        deferred (see compiler/deferred.py), or None to run the call now."""
+        recorded as one instruction after all. A large elementwise result is deferred
+        (compiler/deferred.py): recorded, its values computed when something reads them."""
         mode = active_mode()
         if mode is not None:
             self.graph_break(mode)
@@ -201,9 +199,6 @@ class Tracer:
         except _Untraceable as e:
             self.graph_break(f"{name}: reads {e}")
             return fn(*args, **kwargs)
-        if defer is None and name in SWAPPED and len(args) == 2 and not kwargs:
-            swapped = SWAPPED[name]  # x.__rsub__(o) is o - x
-            defer = lambda: self.deferred.defer(swapped, args[::-1])  # noqa: E731
         if composite:
             # its inner calls fill what they read; one that made its result itself reads
             # its arguments' values
@@ -218,9 +213,9 @@ class Tracer:
         else:
             self.depth += 1
             try:
-                out = defer() if defer is not None else None
+                out = self.deferred.defer_call(name, args, kwargs, op)
                 if out is None:
-                    out = self._run_now(fn, name, args, kwargs, inplace, op)
+                    out = self.deferred.run(fn, name, args, kwargs, inplace, op)
             finally:
                 self.depth -= 1
         if inplace and isinstance(args[0], Tensor):
@@ -236,22 +231,6 @@ class Tracer:
                 _drop_graph(out, args)
         self.instrs.append(Instr(fn, name, tuple(rargs), rkw, outs, inplace, op))
         return out
-
-    def _run_now(self, fn, name, args, kwargs, inplace, op):
-        if fn is _accumulate_grad and self.deferred.accumulate(*args):
-            return None
-        self._needs_values(name, args, kwargs, inplace, op)
-        return fn(*args, **kwargs)
-
-    def _needs_values(self, name, args, kwargs, inplace, op):
-        """Compute the deferred values a call about to run reads; all of them before a
-        call that may change arrays in place (which deferred values may read)."""
-        d = self.deferred
-        if d.recipes:
-            if inplace or (op is None and name not in PURE):
-                d.fill()
-            else:
-                d.fill_tensors((args, kwargs))
 
     def _quietly(self, fn, *args):
         """fn(*args) with the tracer not recording (the eager calls computing deferred
@@ -284,8 +263,7 @@ class Tracer:
         if out_arr is not None:
             self.graph_break(f"{op.name}: writes into a raw array")
             return call(op, *operands, out_arr=out_arr)
-        return self.call(call, op.name, (op,) + tuple(operands), {}, op=op,
-                         defer=lambda: self.deferred.defer(op, operands))
+        return self.call(call, op.name, (op,) + tuple(operands), {}, op=op)
 
     def _rg_of(self, rargs, rkw):
         """Whether an op's results require grad in eager mode: some tensor input does
