@@ -271,7 +271,10 @@ class Tape:
 
     def __init__(self, meta, instrs, keep, executors, deferring=False):
         self.instrs = instrs
-        self.deferring = deferring
+        # (a program without large host arrays has nothing to defer)
+        self.deferring = deferring = deferring and any(
+            m is not None and m.size > SMALL_ELEMENTS and m.array_type is np.ndarray
+            for m in meta)
         self.segments = []
         taken = {}
         for ex in executors:
