@@ -7,13 +7,14 @@ other operands are numbers, size-1 tensors or arrays of its result's shape
 is only recorded: its result gets an array from `np.empty` that nothing writes
 yet (virtual memory: no page of it is resident), and a `Recipe` saying how to
 compute it from real arrays and other recipes. The first call that needs the
-values (any op other than such an elementwise one, a graph break, the end of
-the trace) fills the array: the recipes it depends on are computed again in
-blocks of BLOCK elements, each op on a block being eager mode's own small-op
-call, so no intermediate exists whole. A gradient bound for a leaf's `.grad` is
-computed block by block straight into the buffer that becomes `.grad`. Values
-nothing reads (the forward intermediates only the backward formulas read, the
-backward's own) are never stored.
+values (any op other than such an elementwise one, a graph break, a repr, the
+end of the trace) fills the array: the recipes it depends on are computed
+again in blocks of BLOCK elements with the numpy stand-ins of their kernels,
+so no intermediate exists whole and no Numba starts. A gradient bound for a
+leaf's `.grad` is computed block by block straight into the buffer that becomes
+`.grad`. Values nothing reads (the forward intermediates only the backward
+formulas read, the backward's own) are never stored. The Python tier that
+replays a program while its kernels build defers the same way (program.Tape).
 """
 import weakref
 
@@ -28,8 +29,9 @@ from ..tensor import Tensor
 from .fused import SWAPPED
 from .program import PURE
 
-# Elements per block: below LOOP_MIN_ELEMENTS, so an op on a block is eager mode's
-# small-op call (one ufunc), and a block's few live values take some 100 KB.
+# Elements per block: a block's few live values take some 100 KB, and numpy's cost
+# per call is paid once per BLOCK elements (below LOOP_MIN_ELEMENTS: an op numpy
+# cannot run takes eager mode's small-op call, one ufunc).
 BLOCK = LOOP_MIN_ELEMENTS // 2
 
 
@@ -43,7 +45,8 @@ class Recipe:
 
 
 class Deferred:
-    """The deferred values of one trace, by the id of the (unfilled) array each has."""
+    """The deferred values of one trace (or replay), by the id of the unfilled array
+    each has."""
 
     def __init__(self, min_elements):
         self.min_elements = min_elements
@@ -55,33 +58,22 @@ class Deferred:
         entry = self.recipes.get(id(t._data))
         return None if entry is None else entry[1]
 
-    def any_in(self, v):
-        if isinstance(v, Tensor):
-            return id(v._data) in self.recipes
-        if isinstance(v, (list, tuple)):
-            return any(self.any_in(x) for x in v)
-        if isinstance(v, dict):
-            return any(self.any_in(x) for x in v.values())
-        return False
-
     def defer(self, op, operands):
         """A Tensor whose values are `op(*operands)`, not computed yet, or None where
         the call is not one to defer (see the module docstring): float operands of one
         dtype, Python numbers, host arrays of the result's shape (contiguous, or a
         broadcast single value) or of size 1, more than `min_elements` results."""
-        if not op.plain:
+        # the cheap test first: most calls (small tensors) stop here
+        if not any(type(v) is Tensor and v._data.size > self.min_elements for v in operands) \
+                or not op.plain:
             return None
         kdt = pointwise._fast_dtype(op, operands)
         if kdt is None:
             return None
-        arrays = [v._data for v in operands if type(v) is Tensor]
         try:
-            shape = np.broadcast_shapes(*(a.shape for a in arrays))
+            shape = np.broadcast_shapes(*(v._data.shape for v in operands if type(v) is Tensor))
         except ValueError:
             return None  # eager mode raises its own error
-        n = int(np.prod(shape))
-        if n <= self.min_elements:
-            return None
         parts = []
         for v in operands:
             if type(v) is not Tensor:
@@ -105,7 +97,7 @@ class Deferred:
         self.recipes[key] = (weakref.ref(arr, lambda _: self.recipes.pop(key, None)),
                              Recipe(op, tuple(parts), kdt, self.seq))
         out = Tensor(arr)
-        # what eager mode's call records (pointwise.call's last lines)
+        # the node eager mode's call records (pointwise.call's last lines)
         if op.differentiable and _state.local.grad_enabled and any(
                 type(v) is Tensor and v._rg for v in operands):
             pointwise._record_elementwise(op, operands, out, kdt)
@@ -204,8 +196,8 @@ def _add(dest, lo, hi, block):
 
 def evaluate(targets, sink):
     """For each block of the targets' length: compute every recipe the targets need
-    on it (eager calls on Tensors of the block), and sink(dest, lo, hi, values) per
-    (recipe, dest) target. The caller keeps the tracer from recording these calls."""
+    on it (see block_kernel), and sink(dest, lo, hi, values) per (recipe, dest)
+    target. A tracer must not record these calls (Tracer.fill)."""
     sizes = {dest.size for _, dest in targets}
     if len(sizes) > 1:  # unrelated values: recipes of one value share its length
         for n in sizes:
