@@ -317,7 +317,7 @@ class Tape:
 
     def run(self, env):
         if self.deferring:
-            from .deferred import Deferred  # (it reads this module's tables)
+            from .deferred import Deferred  # (which imports this module)
             deferred = Deferred(SMALL_ELEMENTS)
             for run, dead in self.steps:
                 run(env, deferred)

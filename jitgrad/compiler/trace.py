@@ -8,7 +8,10 @@ or `autograd.grad()` inside the function runs with create_graph=True, so the
 engine evaluates each derivative with Tensor ops, which the tracer sees. What
 the tracer cannot see into (a value handed to Python, a hook, a custom
 Function) is a graph break: from there on the call runs eagerly, and the
-function is not captured (see compiler/api.py for what happens next).
+function is not captured (see compiler/api.py for what happens next). Large
+elementwise results are deferred (compiler/deferred.py): recorded, and computed
+in blocks only when something reads their values, so that the traced call does
+not hold every intermediate.
 """
 import sys
 import threading

@@ -235,3 +235,30 @@ def test_a_replay_before_the_kernels_are_built_holds_about_one_array(unbuilt):
     gc.collect()
     peak = _peak_rss_above(lambda: compiled(x))
     assert peak < 24 << 20, f"{peak / 2 ** 20:.1f} MiB"
+
+
+def test_a_training_step_with_an_optimizer_replays_before_the_kernels_are_built(unbuilt):
+    def model_and_step():
+        jitgrad.manual_seed(0)
+        model = jitgrad.nn.Sequential(jitgrad.nn.Linear(64, 96), jitgrad.nn.Tanh(),
+                                      jitgrad.nn.Linear(96, 8)).double()
+        opt = jitgrad.optim.Adam(model.parameters(), lr=0.01)
+
+        def step(x):
+            opt.zero_grad()
+            h = model(x)
+            loss = (h * h * 0.5 + h.exp()).mean()  # elementwise work on 8192 elements
+            loss.backward()
+            opt.step()
+            return loss, h
+        return model, step
+
+    x = jitgrad.tensor(arrays("mlp", (1024, 64))[0])
+    (em, eager), (cm, step) = model_and_step(), model_and_step()
+    compiled = jitgrad.compile(step)
+    for _ in range(4):
+        for a, b in zip(compiled(x), eager(x)):
+            close(a, b, "result")
+    for a, b in zip(cm.parameters(), em.parameters()):
+        close(a, b, "parameter")
+    assert compiled.eager_calls == 0
