@@ -262,3 +262,14 @@ def test_a_training_step_with_an_optimizer_replays_before_the_kernels_are_built(
     for a, b in zip(cm.parameters(), em.parameters()):
         close(a, b, "parameter")
     assert compiled.eager_calls == 0
+
+
+def test_save_reads_the_values(tmp_path):
+    def f(x):
+        y = x.sin() * 3
+        jitgrad.save(y, str(tmp_path / "y.pt"))
+        return y
+
+    first_call(f, arrays("save", N), grad=False)
+    close(jitgrad.load(str(tmp_path / "y.pt")), jitgrad.tensor(arrays("save", N)[0]).sin() * 3,
+          "saved")
