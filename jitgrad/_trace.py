@@ -47,6 +47,18 @@ def breaks(fn, reason):
     return wrapper
 
 
+def reads(fn):
+    """`fn` reads tensors' values outside the op entry points (a repr, pickling): a
+    running trace first computes the values it has deferred (compiler/deferred.py)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        t = TRACE[0]
+        if t is not None and t.active() and hasattr(t, "fill"):  # (vmap defers nothing)
+            t.fill()
+        return fn(*args, **kwargs)
+    return wrapper
+
+
 def guard(owner, make_check):
     """Tell a running trace that its program holds only while `check()` is true, check
     = make_check() made now (e.g. a module called during the trace is still in the same

@@ -15,6 +15,7 @@ from collections import Counter, OrderedDict
 import numpy as np
 
 from . import backend
+from ._trace import reads
 from .dtypes import dtype as _dtype_class, from_np, to_dtype
 from .nn.parameter import Parameter
 from .tensor import Size, Tensor, check_device, device as _device, on_device
@@ -93,6 +94,7 @@ class _Writer:
         return node
 
 
+@reads  # tensors' arrays, as they are
 def save(obj, f, pickle_protocol=pickle.DEFAULT_PROTOCOL):
     """Save `obj` (tensors, numbers, strings, None, numpy arrays, dtypes, devices and
     lists, tuples, dicts of them, to any depth: state dicts, checkpoints) to `f`, a

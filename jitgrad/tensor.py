@@ -12,7 +12,7 @@ from . import _state
 from . import backend
 from . import dtypes as _dt
 from ._repr import tensor_repr
-from ._trace import TRACE, breaks, traced, traced_inplace
+from ._trace import TRACE, breaks, reads, traced, traced_inplace
 
 
 NON_LEAF_GRAD_WARNING = (
@@ -384,12 +384,15 @@ class Tensor:
         return self
 
 
-# What a jitgrad.compile trace records (detach, reading .grad or .data) or stops at
-# (anything that hands a value to Python, or changes autograd state by hand).
+# What a jitgrad.compile trace records (detach, reading .grad or .data), stops at
+# (anything that hands a value to Python, or changes autograd state by hand), or
+# computes its deferred values for (a repr, pickling).
 for _name in ("item", "tolist", "numpy", "__bool__", "__float__", "__int__", "__index__",
               "__array__"):
     setattr(Tensor, _name, breaks(getattr(Tensor, _name),
                                   f"Tensor.{_name.strip('_')}() hands a tensor's value to Python"))
+Tensor.__repr__ = reads(Tensor.__repr__)
+Tensor.__reduce_ex__ = reads(Tensor.__reduce_ex__)
 Tensor.requires_grad_ = breaks(Tensor.requires_grad_, "requires_grad_() changes autograd state")
 Tensor.detach = traced(Tensor.detach)
 Tensor.detach_ = traced_inplace(Tensor.detach_)

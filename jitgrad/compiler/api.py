@@ -231,6 +231,7 @@ def trace_call(fn, args, kwargs, flat, fullgraph, background=False):
         if prog is not None and not prog.ran_backward:
             tracer.trace_backward(prog)
     finally:
+        tracer.fill()  # deferred values still alive (results, saved tensors): computed now
         _state.trace[0] = None
     if prog is None or tracer.broken is not None:
         return None, (result, tracer.broken)

@@ -248,13 +248,33 @@ class Segment:
         self.skips = skips
 
 
+def deferring_step(ins):
+    """python_step for a tape that defers large elementwise results (as a trace does,
+    compiler/deferred.py): run as step(env, deferred)."""
+    fn = getattr(ins.fn, "__wrapped_op__", ins.fn)
+    name, args, kwargs, outs, inplace, op = \
+        ins.name, ins.args, ins.kwargs, ins.outs, ins.inplace, ins.op
+
+    def step(env, deferred):
+        a, kw = resolve(args, env), resolve(kwargs, env)
+        out = deferred.defer_call(name, a, kw, op)
+        _store(outs, deferred.run(fn, name, a, kw, inplace, op) if out is None else out, env)
+    return step
+
+
 class Tape:
     """An instruction list made runnable: steps (Python or executor segments) and
     the slots to free after each. Instructions in no segment whose results nothing
-    reads (`unused`) are not run."""
+    reads (`unused`) are not run. A `deferring` tape (the Python tier that runs while
+    the executors' kernels build) defers large elementwise results as a trace does, so
+    that those replays, too, hold what the step needs rather than every intermediate."""
 
-    def __init__(self, meta, instrs, keep, executors):
+    def __init__(self, meta, instrs, keep, executors, deferring=False):
         self.instrs = instrs
+        # (a program without large host arrays has nothing to defer)
+        self.deferring = deferring = deferring and any(
+            m is not None and m.size > SMALL_ELEMENTS and m.array_type is np.ndarray
+            for m in meta)
         self.segments = []
         taken = {}
         for ex in executors:
@@ -278,7 +298,8 @@ class Tape:
                 i = seg.stop
             else:
                 if i not in self.unused:
-                    steps.append((_transposed_product(meta, instrs[i], readers, keep)
+                    steps.append((deferring_step(instrs[i]) if deferring else
+                                  _transposed_product(meta, instrs[i], readers, keep)
                                   or python_step(instrs[i]), i, i + 1))
                 i += 1
         for k, (_, a, b) in enumerate(steps):
@@ -295,6 +316,15 @@ class Tape:
         self.steps = [(run, tuple(f)) for (run, _, _), f in zip(steps, free)]
 
     def run(self, env):
+        if self.deferring:
+            from .deferred import Deferred  # (which imports this module)
+            deferred = Deferred(SMALL_ELEMENTS)
+            for run, dead in self.steps:
+                run(env, deferred)
+                for s in dead:
+                    env[s] = None
+            deferred.fill()  # what the caller reads: results, values the backward saved
+            return
         for run, dead in self.steps:
             run(env)
             for s in dead:
@@ -352,6 +382,7 @@ class Program:
         self.ready = _DONE
         self.build_error = None
         self.guards = ()  # callables that must all return True for a replay (trace.py)
+        self._worker = None  # the thread building the executors' tapes, not started yet
 
     def set_backward(self, meta, outs, grads_in, sources, instrs, grads_out):
         self.meta = meta
@@ -376,20 +407,28 @@ class Program:
         self._freed_outputs = tuple(r for r in dict.fromkeys(iter_refs(self.outputs))
                                     if self.meta[r].rg) if self.ran_backward else ()
         if background and EXECUTORS:
-            self._tapes(())
+            self._tapes((), deferring=True)
             self.ready = threading.Event()
-            threading.Thread(target=self._build_in_background, daemon=True,
-                             name="jitgrad.compile build").start()
+            self._worker = threading.Thread(target=self._build_in_background, daemon=True,
+                                            name="jitgrad.compile build")
         else:
             self._tapes(EXECUTORS)
 
-    def _tapes(self, executors):
+    def _start_build(self):
+        """Start the worker thread `build` made, at the first replay (or wait): not while
+        the call that traced is still running, whose memory then stays its own (Numba's
+        start-up alone takes some 80 MB)."""
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.start()
+
+    def _tapes(self, executors, deferring=False):
         backward_tape = None
         if self.backward is not None:
             instrs, grads_out = self.backward[3], self.backward[4]
             backward_tape = Tape(self.meta, instrs, {int(r) for r in grads_out if r is not None},
-                                 executors)
-        forward_tape = Tape(self.meta, self.instrs, self._keep, executors)
+                                 executors, deferring)
+        forward_tape = Tape(self.meta, self.instrs, self._keep, executors, deferring)
         self.forward_tape, self.backward_tape = forward_tape, backward_tape
 
     def _build_in_background(self):
@@ -405,6 +444,7 @@ class Program:
 
     def wait(self, timeout=None):
         """Block until the executors' tapes are built (see `build`)."""
+        self._start_build()
         return self.ready.wait(timeout)
 
     def externals_match(self):
@@ -419,6 +459,8 @@ class Program:
     def run(self, flat):
         if self.forward_tape is None:
             self.build()
+        if self._worker is not None:
+            self._start_build()
         env = [None] * len(self.meta)
         for slot, pos in self.inputs:
             env[slot] = flat[pos]

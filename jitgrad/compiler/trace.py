@@ -8,7 +8,10 @@ or `autograd.grad()` inside the function runs with create_graph=True, so the
 engine evaluates each derivative with Tensor ops, which the tracer sees. What
 the tracer cannot see into (a value handed to Python, a hook, a custom
 Function) is a graph break: from there on the call runs eagerly, and the
-function is not captured (see compiler/api.py for what happens next).
+function is not captured (see compiler/api.py for what happens next). Large
+elementwise results are deferred (compiler/deferred.py): recorded, and computed
+in blocks only when something reads their values, so that the traced call does
+not hold every intermediate.
 """
 import sys
 import threading
@@ -21,7 +24,8 @@ from .._node import AccumulateGrad
 from ..autograd import engine
 from ..ops.creation import ones_like
 from ..tensor import Tensor
-from .program import Instr, Program, Ref, SlotMeta, iter_refs
+from .deferred import Deferred
+from .program import SMALL_ELEMENTS, Instr, Program, Ref, SlotMeta, iter_refs
 
 _PACKAGE = __file__.rsplit("compiler", 1)[0]
 
@@ -76,6 +80,7 @@ class Tracer:
         self.externals = []     # (slot, tensor) read by identity: parameters, constants
         self.instrs = []
         self.guards = {}        # id(owner) -> (owner, check): see _trace.guard
+        self.deferred = Deferred(SMALL_ELEMENTS)
 
     # ---- what the hooks ask -----------------------------------------------------------
     def recording(self):
@@ -185,7 +190,8 @@ class Tracer:
         it). A `composite` op (a declared op without a backward node of its own) runs with
         its inner calls recorded instead, since their nodes, and the tensors they save,
         make its backward; if it recorded none (it made its result itself), the call is
-        recorded as one instruction after all."""
+        recorded as one instruction after all. A large elementwise result is deferred
+        (compiler/deferred.py): recorded, its values computed when something reads them."""
         mode = active_mode()
         if mode is not None:
             self.graph_break(mode)
@@ -197,6 +203,9 @@ class Tracer:
             self.graph_break(f"{name}: reads {e}")
             return fn(*args, **kwargs)
         if composite:
+            # its inner calls fill what they read; one that made its result itself reads
+            # its arguments' values
+            self._quietly(self.deferred.fill_tensors, (args, kwargs))
             n = len(self.instrs)
             out = fn(*args, **kwargs)
             if len(self.instrs) > n + 1 or not self.recording():
@@ -207,7 +216,9 @@ class Tracer:
         else:
             self.depth += 1
             try:
-                out = fn(*args, **kwargs)
+                out = self.deferred.defer_call(name, args, kwargs, op)
+                if out is None:
+                    out = self.deferred.run(fn, name, args, kwargs, inplace, op)
             finally:
                 self.depth -= 1
         if inplace and isinstance(args[0], Tensor):
@@ -223,6 +234,20 @@ class Tracer:
                 _drop_graph(out, args)
         self.instrs.append(Instr(fn, name, tuple(rargs), rkw, outs, inplace, op))
         return out
+
+    def _quietly(self, fn, *args):
+        """fn(*args) with the tracer not recording (the eager calls computing deferred
+        values are no part of the program)."""
+        self.depth += 1
+        try:
+            return fn(*args)
+        finally:
+            self.depth -= 1
+
+    def fill(self):
+        """Compute every deferred value still alive (before eager code may read it)."""
+        if self.deferred.recipes:
+            self._quietly(self.deferred.fill)
 
     def _name_single_call(self, fn, name, rargs, rkw, out):
         """A composite op that made its whole result with one other declared op
@@ -254,6 +279,7 @@ class Tracer:
 
     def graph_break(self, reason):
         where = user_frame()
+        self.fill()  # what follows runs eagerly, reading values
         if self.fullgraph:
             raise Unsupported(f"jitgrad.compile(fullgraph=True) cannot capture {reason}, at "
                               f"{where}. Remove the call from the compiled function, or "
