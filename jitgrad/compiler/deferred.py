@@ -26,8 +26,7 @@ from ..kernels.fuse import LOOP_MIN_ELEMENTS
 from ..kernels.roles import role_formula
 from ..ops import pointwise
 from ..tensor import Tensor
-from .fused import SWAPPED
-from .program import PURE
+from .names import PURE, SWAPPED
 
 # Elements per block: a block's few live values take some 100 KB, and numpy's cost
 # per call is paid once per BLOCK elements (below LOOP_MIN_ELEMENTS: an op numpy

@@ -42,8 +42,8 @@ from ..kernels.fuse import PARALLEL_MIN_ELEMENTS, parallel_enabled
 from ..kernels.roles import role_formula
 from ..kernels.source import NUMBA_TYPE, array_type, decorator, header, length_guard
 from ..kernels.threads import get_num_threads
-from ..ops import formulas as E
 from ..tensor import Tensor
+from .names import SWAPPED
 from .program import SMALL_ELEMENTS, Ref, Segment, iter_refs, python_step
 
 # Compile time per kernel is bounded through its ops' cost: 1 per op and 3 more per
@@ -58,9 +58,6 @@ MATH_CALL_COST = 3
 BLOCK = 4096
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
-# Tensor methods recorded as themselves, not as the elementwise call they make:
-# the op they run, operands swapped.
-SWAPPED = {"__rsub__": E.sub.op, "__rtruediv__": E.div.op, "__rpow__": E.pow.op}
 FILLS = {"ones_like": 1, "zeros_like": 0}
 ALIASES = frozenset(("reshape", "view", "expand", "broadcast_to", "squeeze", "unsqueeze",
                      "flatten"))

@@ -18,6 +18,8 @@ from .._node import FREED_MESSAGE
 from ..kernels.cache import background_compilation
 from ..ops.record import FunctionNode, node_class, record
 from ..tensor import Tensor
+from .deferred import Deferred
+from .names import PURE
 
 
 class Ref(int):
@@ -208,19 +210,6 @@ def _transposed_product(meta, ins, readers, keep):
     return step
 
 
-# Ops without effects beyond their results, whose guarded shapes and dtypes leave them
-# nothing to refuse at run time: a call whose results nothing reads need not run (the
-# first derivative a Hessian-vector product computes, a transpose only it read). Not
-# random ops (a dropout mask advances the generator), indexing (an index may be out of
-# range) or anything in place.
-PURE = frozenset((
-    "matmul", "mm", "bmm", "dot", "sum", "mean", "sum_to_size", "amax", "amin", "_extreme",
-    "softmax", "log_softmax", "reshape", "view", "transpose", "t", "permute", "unsqueeze",
-    "squeeze", "expand", "expand_as", "broadcast_to", "flatten", "contiguous", "narrow",
-    "select", "unbind", "split", "chunk", "stack", "cat", "flip", "clone", "detach",
-    "ones_like", "zeros_like", "zeros_as", "float", "double", "to_dtype"))
-
-
 def unused(instrs, keep, runs):
     """Indices of the pure instructions (PURE, or a formula) not in `runs` (those
     run whatever) whose results no instruction that runs reads and `keep` does
@@ -317,7 +306,6 @@ class Tape:
 
     def run(self, env):
         if self.deferring:
-            from .deferred import Deferred  # (which imports this module)
             deferred = Deferred(SMALL_ELEMENTS)
             for run, dead in self.steps:
                 run(env, deferred)
