@@ -12,11 +12,12 @@ import types
 import numpy as np
 
 from .. import _state, backend
+from .._state import next_seq
 from .._trace import TRACE
 from .. import dtypes as _dt
 from ..backend import HOST_ARRAY
 from .._dual import set_tangent
-from .._node import ARRAY_METAS, Node, SavedTensor, array_meta, edge_of
+from .._node import ARRAY_METAS, AnomalyRecord, Node, SavedTensor, array_meta, edge_of
 from ..kernels import cpu as _cpu
 from ..kernels import fuse as _fuse
 from ..kernels import pool as _pool
@@ -175,7 +176,7 @@ class ElementwiseOp:
 class ElementwiseNode(Node):
     # _shape: the output's shape, or None when the node never joins a fused group:
     # its output dtype differs from the kernel dtype (float16), or it is a CPU array
-    # smaller than kernels/fuse.py FUSE_MIN_ELEMENTS (see _fusable_size).
+    # smaller than kernels/fuse.py FUSE_MIN_ELEMENTS (see _record_elementwise).
     __slots__ = ("_op", "_saved", "_out", "_kdt", "_mask", "_shape")
 
     def apply(self, grads):
@@ -323,30 +324,9 @@ def call(op, *operands, out_arr=None):
     if t is not None and t.recording():  # a jitgrad.compile trace: recorded, then run
         return t.elementwise(call, op, operands, out_arr)
     if out_arr is None and FW[0] is None and op.plain:
-        # The small-op path: host arrays below the loop-kernel size, of one float32 or
-        # float64 dtype (Python numbers allowed), forward AD off. Straight to the ufunc.
-        kdt = None
-        rg = scalars = False
-        arrays = []
-        for v in operands:
-            if type(v) is Tensor:
-                d = v._data
-                if type(d) is not HOST_ARRAY or d.size >= _LOOP_MIN or (
-                        kdt is not None and d.dtype != kdt):
-                    break
-                kdt = d.dtype
-                rg = rg or v._rg
-                arrays.append(d)
-            elif type(v) is float or type(v) is int:
-                scalars = True
-                arrays.append(v)
-            else:
-                break
-        else:
-            if kdt in _SMALL_DTYPES:
-                if scalars:  # as kernel operands of the kernel's dtype
-                    arrays = [kdt.type(v) if type(v) is not HOST_ARRAY else v for v in arrays]
-                return _small_call(op, kdt, operands, arrays, rg)
+        kdt = _small_dtype(operands)
+        if kdt is not None:
+            return _small_call(op, kdt, operands)
     kdt = _fast_dtype(op, operands)
     res_dt = kdt
     rg = False
@@ -391,11 +371,63 @@ def call(op, *operands, out_arr=None):
     return out
 
 
-def _small_call(op, kdt, operands, arrays, rg):
+def function(op):
+    """The public function of elementwise `op` (`jitgrad.<name>`, `Tensor.<name>`,
+    the operators): the common eager call (see `_small_dtype`) goes straight to
+    `_small_call`, anything else through `call`. Every op shares this one code
+    object; the profiler names its events from the frame's `name`."""
+    name = op.name
+    n_args = op.n_args
+
+    def fn(*operands):
+        if len(operands) != n_args:
+            raise TypeError(f"{name}() takes {n_args} arguments ({', '.join(op.args)}), "
+                            f"got {len(operands)}")
+        if op.plain and TRACE[0] is None and FW[0] is None:
+            kdt = _small_dtype(operands)
+            if kdt is not None:
+                return _small_call(op, kdt, operands)
+        return call(op, *operands)
+    return fn
+
+
+def _small_dtype(operands):
+    """The kernel dtype of the small-op path, or None where it does not apply: it
+    takes host arrays below the loop-kernel size, of one float32 or float64 dtype,
+    and Python numbers."""
+    kdt = None
+    for v in operands:
+        if type(v) is Tensor:
+            d = v._data
+            if type(d) is not HOST_ARRAY or d.size >= _LOOP_MIN or (
+                    kdt is not None and d.dtype != kdt):
+                return None
+            kdt = d.dtype
+        elif type(v) is not float and type(v) is not int:
+            return None
+    return kdt if kdt in _SMALL_DTYPES else None
+
+
+def _small_call(op, kdt, operands):
+    """`op` on operands `_small_dtype` accepted, straight to the ufunc."""
     kernel = op._fwd.get(kdt) or op.forward_kernel(kdt)
+    rg = False
     token = ERRSTATE.set(QUIET)
     try:
-        r = kernel(*arrays)
+        if op.n_args == 1:
+            x = operands[0]
+            r = kernel(x._data)
+            rg = x._rg
+        else:
+            arrays = []
+            for v in operands:
+                if type(v) is Tensor:
+                    arrays.append(v._data)
+                    if v._rg:
+                        rg = True
+                else:
+                    arrays.append(kdt.type(v))  # a number, as a kernel operand of its dtype
+            r = kernel(*arrays)
     except ValueError:
         err = _broadcast_error(op, operands)
         if err is None:
@@ -505,29 +537,25 @@ def _pooled_out(arrays, kdt):
     return _pool.empty(big.shape, kdt) if big is not None else None
 
 
-def _fusable_size(r):
-    """Whether a node of this output may join a fused group: on the CPU from
-    FUSE_MIN_ELEMENTS on (measured crossover); on a GPU always, since there a
-    kernel launch costs far more than planning a node (not yet measured on a GPU)."""
-    return r.size >= _fuse.FUSE_MIN_ELEMENTS or not backend.is_host(r)
+_ONE = (1, 1)  # (mask, tensors) of a one-operand op
+_NO_SAVED_1 = (None,)
 
 
-# A node's saved operands when it saves none and every operand is a tensor: shared,
-# as ARRAY_METAS's tuples are.
-NO_SAVED = {}
-
-
-def _record_elementwise(op, operands, out, kdt):
-    """Make `out`'s ElementwiseNode, if an operand that requires grad has a partial."""
+def _operand_records(op, operands):
+    """(edges, metadata, saved, mask, tensors) of an op's operands: their gradient
+    edges, (shape, dtype, array type) of those that get a gradient (bits in `mask`),
+    the Python numbers among them (the other entries None: a tuple shared by every
+    node of all-tensor operands, as ARRAY_METAS's) and which are tensors (bits)."""
     partials = op.partials
     mask = tensors = 0
     bit = 1
     i = 0
-    edges, metas, saved = [], [], []
+    edges, metas = [], []
+    numbers = None
     for v in operands:
         if isinstance(v, Tensor):
             tensors |= bit
-            edges.append((v.grad_fn, v.output_nr) if v.grad_fn is not None else edge_of(v))
+            edges.append(edge_of(v))
             if v._rg and partials[i] is not None:
                 mask |= bit
                 d = v._data
@@ -535,30 +563,72 @@ def _record_elementwise(op, operands, out, kdt):
                 metas.append(ARRAY_METAS.get(m) or array_meta(m))
             else:
                 metas.append(None)
-            saved.append(None)
         else:
             edges.append((None, 0))
             metas.append(None)
-            saved.append(v)
+            if numbers is None:
+                numbers = [None] * op.n_args
+            numbers[i] = v
         bit <<= 1
         i += 1
-    if not mask:
-        return
-    cls, saves, need_out = op._recording.get((mask, tensors)) or op.recording(mask, tensors)
-    for i in saves:
-        saved[i] = SavedTensor(operands[i])
+    saved = (tuple(numbers) if numbers is not None else
+             _NO_SAVED.get(op.n_args) or _NO_SAVED.setdefault(op.n_args, (None,) * op.n_args))
+    return edges, metas, saved, mask, tensors
+
+
+_NO_SAVED = {}
+
+
+def _record_elementwise(op, operands, out, kdt):
+    """Make `out`'s ElementwiseNode, if an operand that requires grad has a partial."""
+    if op.n_args == 1:  # the commonest case, without the loop
+        x = operands[0]  # a tensor requiring grad (callers check)
+        if op.partials[0] is None:
+            return
+        edges = (edge_of(x),)
+        d = x._data
+        m = (d.shape, d.dtype, type(d))
+        metas = (ARRAY_METAS.get(m) or array_meta(m),)
+        cls, saves, need_out = op._recording.get(_ONE) or op.recording(1, 1)
+        saved = (SavedTensor(x),) if saves else _NO_SAVED_1
+        mask = 1
+    else:
+        edges, metas, saved, mask, tensors = _operand_records(op, operands)
+        if not mask:
+            return
+        cls, saves, need_out = op._recording.get((mask, tensors)) or op.recording(mask, tensors)
+        if saves:
+            saved = list(saved)
+            for i in saves:
+                v = operands[i]
+                for j in saves:  # an operand given twice (x * x) is saved once
+                    if j == i:
+                        saved[i] = SavedTensor(v)
+                        break
+                    if operands[j] is v:  # saved before, in this same loop
+                        saved[i] = saved[j]
+                        break
+            saved = tuple(saved)
     # Tuples: the garbage collector stops tracking one that holds no objects (the
-    # metadata; `saved` of an op that saves nothing), and a graph stays in memory.
+    # metadata), and a graph stays in memory.
     metas = tuple(metas)
-    node = cls(tuple(edges), ARRAY_METAS.get(metas) or array_meta(metas))
+    node = Node.__new__(cls)
+    node._edges = tuple(edges)
+    node._in_meta = ARRAY_METAS.get(metas) or array_meta(metas)
+    node._seq = next_seq()
+    node._pre_hooks = node._hooks = node._tensor_hooks = node._retain = node._metadata = \
+        node._out_meta = None
+    node._anomaly = AnomalyRecord() if _state.local.anomaly else None
     node._op = op
     node._kdt = kdt
     node._mask = mask
-    all_tensors = tensors == (1 << op.n_args) - 1
-    node._saved = tuple(saved) if saves or not all_tensors else (
-        NO_SAVED.get(op.n_args) or NO_SAVED.setdefault(op.n_args, tuple(saved)))
+    node._saved = saved
     r = out._data
-    node._shape = r.shape if r.dtype == kdt and _fusable_size(r) else None
+    # A node may join a fused group when its output is in the kernel dtype and, on the
+    # CPU, from FUSE_MIN_ELEMENTS on (measured crossover); on a GPU always, since there a
+    # kernel launch costs far more than planning a node (not yet measured on a GPU).
+    node._shape = r.shape if r.dtype == kdt and (
+        r.size >= _fuse.FUSE_MIN_ELEMENTS or type(r) is not HOST_ARRAY) else None
     out.grad_fn = node
     out._rg = True
     node._out = SavedTensor(out, is_output=True) if need_out else None

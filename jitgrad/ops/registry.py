@@ -9,7 +9,7 @@ their test samples.
 from .._trace import traced
 from ..kernels import cache as _cache
 from .keywords import beneath
-from .pointwise import ElementwiseOp, call
+from .pointwise import ElementwiseOp, function
 from ..tensor import Tensor
 from .record import OpDef
 
@@ -198,12 +198,7 @@ def elementwise(name, args=("x",), out=None, floating=True, bool_out=False, bool
     op.export, op.method, op.inplace = export, method, inplace
     REGISTRY[name] = op
 
-    def fn(*operands):
-        if len(operands) != len(op.args):
-            raise TypeError(f"{name}() takes {len(op.args)} arguments ({', '.join(op.args)}), "
-                            f"got {len(operands)}")
-        return call(op, *operands)
-
+    fn = function(op)
     fn.__name__ = fn.__qualname__ = name
     fn.op = op
     op.function = fn

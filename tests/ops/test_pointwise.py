@@ -55,7 +55,7 @@ def test_zero_dim_result_is_an_array():
 def test_small_path_taken_only_for_small_float_operands(monkeypatch):
     calls = []
     real = pointwise._small_call
-    monkeypatch.setattr(pointwise, "_small_call", lambda op, kdt, *a: calls.append(kdt) or real(op, kdt, *a))
+    monkeypatch.setattr(pointwise, "_small_call", lambda op, kdt, operands: calls.append(kdt) or real(op, kdt, operands))
     f32 = jitgrad.ones(4)
     f32 * f32
     f32 * 2
