@@ -324,9 +324,9 @@ def call(op, *operands, out_arr=None):
     if t is not None and t.recording():  # a jitgrad.compile trace: recorded, then run
         return t.elementwise(call, op, operands, out_arr)
     if out_arr is None and FW[0] is None and op.plain:
-        kdt = _small_dtype(operands)
-        if kdt is not None:
-            return _small_call(op, kdt, operands)
+        out = _small_call(op, operands)
+        if out is not None:
+            return out
     kdt = _fast_dtype(op, operands)
     res_dt = kdt
     rg = False
@@ -373,9 +373,9 @@ def call(op, *operands, out_arr=None):
 
 def function(op):
     """The public function of elementwise `op` (`jitgrad.<name>`, `Tensor.<name>`,
-    the operators): the common eager call (see `_small_dtype`) goes straight to
-    `_small_call`, anything else through `call`. Every op shares this one code
-    object; the profiler names its events from the frame's `name`."""
+    the operators): the common eager call runs `_small_call`, anything else `call`.
+    Every op shares this one code object; the profiler names its events from the
+    frame's `name`."""
     name = op.name
     n_args = op.n_args
 
@@ -384,18 +384,20 @@ def function(op):
             raise TypeError(f"{name}() takes {n_args} arguments ({', '.join(op.args)}), "
                             f"got {len(operands)}")
         if op.plain and TRACE[0] is None and FW[0] is None:
-            kdt = _small_dtype(operands)
-            if kdt is not None:
-                return _small_call(op, kdt, operands)
+            out = _small_call(op, operands)
+            if out is not None:
+                return out
         return call(op, *operands)
     return fn
 
 
-def _small_dtype(operands):
-    """The kernel dtype of the small-op path, or None where it does not apply: it
-    takes host arrays below the loop-kernel size, of one float32 or float64 dtype,
-    and Python numbers."""
+def _small_call(op, operands):
+    """The small-op path: `op` on host arrays below the loop-kernel size, of one
+    float32 or float64 dtype, and Python numbers, straight to the ufunc. None
+    (nothing done) for any other operands."""
     kdt = None
+    rg = numbers = False
+    arrays = []
     for v in operands:
         if type(v) is Tensor:
             d = v._data
@@ -403,31 +405,22 @@ def _small_dtype(operands):
                     kdt is not None and d.dtype != kdt):
                 return None
             kdt = d.dtype
-        elif type(v) is not float and type(v) is not int:
+            if v._rg:
+                rg = True
+            arrays.append(d)
+        elif type(v) is float or type(v) is int:
+            numbers = True
+            arrays.append(v)
+        else:
             return None
-    return kdt if kdt in _SMALL_DTYPES else None
-
-
-def _small_call(op, kdt, operands):
-    """`op` on operands `_small_dtype` accepted, straight to the ufunc."""
+    if kdt not in _SMALL_DTYPES:
+        return None
+    if numbers:  # as kernel operands of the kernel's dtype
+        arrays = [a if type(a) is HOST_ARRAY else kdt.type(a) for a in arrays]
     kernel = op._fwd.get(kdt) or op.forward_kernel(kdt)
-    rg = False
     token = ERRSTATE.set(QUIET)
     try:
-        if op.n_args == 1:
-            x = operands[0]
-            r = kernel(x._data)
-            rg = x._rg
-        else:
-            arrays = []
-            for v in operands:
-                if type(v) is Tensor:
-                    arrays.append(v._data)
-                    if v._rg:
-                        rg = True
-                else:
-                    arrays.append(kdt.type(v))  # a number, as a kernel operand of its dtype
-            r = kernel(*arrays)
+        r = kernel(*arrays)
     except ValueError:
         err = _broadcast_error(op, operands)
         if err is None:
