@@ -324,7 +324,7 @@ def call(op, *operands, out_arr=None):
     if t is not None and t.recording():  # a jitgrad.compile trace: recorded, then run
         return t.elementwise(call, op, operands, out_arr)
     if out_arr is None and FW[0] is None and op.plain:
-        out = _small_call(op, operands)
+        out = small_call(op, operands)
         if out is not None:
             return out
     kdt = _fast_dtype(op, operands)
@@ -371,27 +371,7 @@ def call(op, *operands, out_arr=None):
     return out
 
 
-def function(op):
-    """The public function of elementwise `op` (`jitgrad.<name>`, `Tensor.<name>`,
-    the operators): the common eager call runs `_small_call`, anything else `call`.
-    Every op shares this one code object; the profiler names its events from the
-    frame's `name`."""
-    name = op.name
-    n_args = op.n_args
-
-    def fn(*operands):
-        if len(operands) != n_args:
-            raise TypeError(f"{name}() takes {n_args} arguments ({', '.join(op.args)}), "
-                            f"got {len(operands)}")
-        if op.plain and TRACE[0] is None and FW[0] is None:
-            out = _small_call(op, operands)
-            if out is not None:
-                return out
-        return call(op, *operands)
-    return fn
-
-
-def _small_call(op, operands):
+def small_call(op, operands):
     """The small-op path: `op` on host arrays below the loop-kernel size, of one
     float32 or float64 dtype, and Python numbers, straight to the ufunc. None
     (nothing done) for any other operands."""
@@ -531,14 +511,16 @@ def _pooled_out(arrays, kdt):
 
 
 _ONE = (1, 1)  # (mask, tensors) of a one-operand op
-_NO_SAVED_1 = (None,)
+# A node's saved operands when it saves none and every operand is a tensor: shared,
+# as ARRAY_METAS's tuples are.
+_NO_SAVED_1, _NO_SAVED_2 = (None,), (None, None)
 
 
 def _operand_records(op, operands):
     """(edges, metadata, saved, mask, tensors) of an op's operands: their gradient
     edges, (shape, dtype, array type) of those that get a gradient (bits in `mask`),
-    the Python numbers among them (the other entries None: a tuple shared by every
-    node of all-tensor operands, as ARRAY_METAS's) and which are tensors (bits)."""
+    the Python numbers among them (the other entries None; shared where all are
+    tensors) and which are tensors (bits)."""
     partials = op.partials
     mask = tensors = 0
     bit = 1
@@ -569,12 +551,13 @@ def _operand_records(op, operands):
     return edges, metas, saved, mask, tensors
 
 
-_NO_SAVED = {}
+_NO_SAVED = {1: _NO_SAVED_1, 2: _NO_SAVED_2}
 
 
 def _record_elementwise(op, operands, out, kdt):
     """Make `out`'s ElementwiseNode, if an operand that requires grad has a partial."""
-    if op.n_args == 1:  # the commonest case, without the loop
+    # The commonest cases, one tensor or two, without _operand_records' loop
+    if op.n_args == 1:
         x = operands[0]  # a tensor requiring grad (callers check)
         if op.partials[0] is None:
             return
@@ -586,9 +569,29 @@ def _record_elementwise(op, operands, out, kdt):
         saved = (SavedTensor(x),) if saves else _NO_SAVED_1
         mask = 1
     else:
-        edges, metas, saved, mask, tensors = _operand_records(op, operands)
-        if not mask:
-            return
+        if op.n_args == 2 and type(operands[0]) is Tensor and type(operands[1]) is Tensor:
+            x, y = operands
+            px, py = op.partials
+            mask = (1 if x._rg and px is not None else 0) | (2 if y._rg and py is not None else 0)
+            if not mask:
+                return
+            edges = (edge_of(x), edge_of(y))
+            mx = my = None
+            if mask & 1:
+                d = x._data
+                m = (d.shape, d.dtype, type(d))
+                mx = ARRAY_METAS.get(m) or array_meta(m)
+            if mask & 2:
+                d = y._data
+                m = (d.shape, d.dtype, type(d))
+                my = mx if y is x else ARRAY_METAS.get(m) or array_meta(m)
+            metas = (mx, my)
+            saved = _NO_SAVED_2
+            tensors = 3
+        else:
+            edges, metas, saved, mask, tensors = _operand_records(op, operands)
+            if not mask:
+                return
         cls, saves, need_out = op._recording.get((mask, tensors)) or op.recording(mask, tensors)
         if saves:
             saved = list(saved)

@@ -8,7 +8,7 @@ import pytest
 
 import jitgrad
 from jitgrad.kernels import fuse
-from jitgrad.ops import pointwise
+from jitgrad.ops import registry
 
 from helpers import torch, torch_elementwise
 
@@ -54,8 +54,8 @@ def test_zero_dim_result_is_an_array():
 
 def test_small_path_taken_only_for_small_float_operands(monkeypatch):
     general = []  # the calls the small-op path leaves to the general one
-    real = pointwise.call
-    monkeypatch.setattr(pointwise, "call",
+    real = registry.call
+    monkeypatch.setattr(registry, "call",
                         lambda op, *a, **k: general.append(op.name) or real(op, *a, **k))
     f32 = jitgrad.ones(4)
     f32 * f32
