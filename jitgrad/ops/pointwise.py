@@ -396,7 +396,11 @@ def small_call(op, operands):
     if kdt not in _SMALL_DTYPES:
         return None
     if numbers:  # as kernel operands of the kernel's dtype
-        arrays = [a if type(a) is HOST_ARRAY else kdt.type(a) for a in arrays]
+        i = 0
+        for a in arrays:
+            if type(a) is not HOST_ARRAY:
+                arrays[i] = kdt.type(a)
+            i += 1
     kernel = op._fwd.get(kdt) or op.forward_kernel(kdt)
     token = ERRSTATE.set(QUIET)
     try:
