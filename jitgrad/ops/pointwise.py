@@ -199,6 +199,9 @@ class ElementwiseNode(Node):
                 if not mask >> i & 1:
                     res.append(None)
                     continue
+                if c == 1 and garr is g._data:
+                    res.append(g)  # passed through as it came (torch's AddBackward0 does too)
+                    continue
                 if c is not None:
                     r = (garr if c == 1 else -garr if c == -1 else np.zeros_like(garr) if c == 0
                          else garr * kdt.type(c))
