@@ -12,12 +12,11 @@ import types
 import numpy as np
 
 from .. import _state, backend
-from .._state import next_seq
 from .._trace import TRACE
 from .. import dtypes as _dt
 from ..backend import HOST_ARRAY
 from .._dual import set_tangent
-from .._node import ARRAY_METAS, AnomalyRecord, Node, SavedTensor, array_meta, edge_of
+from .._node import ARRAY_METAS, Node, SavedTensor, array_meta, edge_of
 from ..kernels import cpu as _cpu
 from ..kernels import fuse as _fuse
 from ..kernels import pool as _pool
@@ -591,7 +590,7 @@ def _record_elementwise(op, operands, out, kdt):
             if mask & 2:
                 d = y._data
                 m = (d.shape, d.dtype, type(d))
-                my = mx if y is x else ARRAY_METAS.get(m) or array_meta(m)
+                my = mx if y is x and mx is not None else ARRAY_METAS.get(m) or array_meta(m)
             metas = (mx, my)
             saved = _NO_SAVED_2
             tensors = 3
@@ -602,26 +601,13 @@ def _record_elementwise(op, operands, out, kdt):
         cls, saves, need_out = op._recording.get((mask, tensors)) or op.recording(mask, tensors)
         if saves:
             saved = list(saved)
-            for i in saves:
-                v = operands[i]
-                for j in saves:  # an operand given twice (x * x) is saved once
-                    if j == i:
-                        saved[i] = SavedTensor(v)
-                        break
-                    if operands[j] is v:  # saved before, in this same loop
-                        saved[i] = saved[j]
-                        break
+            for i in saves:  # x * x saves x twice: two saved tensors, as torch's
+                saved[i] = SavedTensor(operands[i])
             saved = tuple(saved)
     # Tuples: the garbage collector stops tracking one that holds no objects (the
     # metadata), and a graph stays in memory.
     metas = tuple(metas)
-    node = Node.__new__(cls)
-    node._edges = tuple(edges)
-    node._in_meta = ARRAY_METAS.get(metas) or array_meta(metas)
-    node._seq = next_seq()
-    node._pre_hooks = node._hooks = node._tensor_hooks = node._retain = node._metadata = \
-        node._out_meta = None
-    node._anomaly = AnomalyRecord() if _state.local.anomaly else None
+    node = cls(tuple(edges), ARRAY_METAS.get(metas) or array_meta(metas))
     node._op = op
     node._kdt = kdt
     node._mask = mask

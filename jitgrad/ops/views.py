@@ -59,10 +59,13 @@ def make_view(x, arr, fn, args):
 
 def apply_chain(t, chain):
     """Redo on `t` the views of a chain (a view's `_view_chain`, None for no view)."""
-    if chain is None:
-        return t
-    parent, fn, args = chain
-    return fn(apply_chain(t, parent), *args)
+    links = []
+    while chain is not None:  # innermost view first: reversed below
+        chain, fn, args = chain
+        links.append((fn, args))
+    for fn, args in reversed(links):
+        t = fn(t, *args)
+    return t
 
 
 def _infer_shape(shape, numel, src_shape):

@@ -106,6 +106,45 @@ def test_saved_operands_as_torch():
     assert len((tx * 2.5).grad_fn.next_functions) == len(w.grad_fn.next_functions)
 
 
+
+@pytest.mark.skipif(torch is None, reason="needs torch")
+def test_operand_given_twice_saved_twice_as_torch():
+    # two saved tensors, each taking its own pair of hooks
+    for lib in (jitgrad, torch):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        node = (x * x).grad_fn
+        a, b = node._raw_saved_self, node._raw_saved_other
+        assert a is not b, lib.__name__
+        a.register_hooks(lambda t: t, lambda t: t)
+        b.register_hooks(lambda t: t, lambda t: t)
+
+
+@pytest.mark.skipif(torch is None, reason="needs torch")
+def test_add_passes_the_gradient_through_as_torch():
+    for lib in (jitgrad, torch):
+        a = lib.tensor([1.0, 2.0], requires_grad=True)
+        b = lib.tensor([3.0, 4.0], requires_grad=True)
+        g = lib.tensor([0.5, -1.0])
+        ga, gb = lib.autograd.grad(a + b, [a, b], g)
+        assert ga is g and gb is g, lib.__name__
+        ga, gb = lib.autograd.grad(a - b, [a, b], g)
+        np.testing.assert_array_equal(gb.numpy(), [-0.5, 1.0])
+
+
+def test_gradient_edge_follows_the_tensors_history():
+    # a tensor's edge is made once and shared by the ops that take it, until its
+    # history changes (an in-place op gives it a new grad_fn)
+    x = jitgrad.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2
+    e1, e2 = (y + 1).grad_fn.next_functions[0], y.sin().grad_fn.next_functions[0]
+    assert e1 is e2 and e1[0] is y.grad_fn
+    y.mul_(3)
+    z = y.sin()
+    assert z.grad_fn.next_functions[0][0] is y.grad_fn is not e1[0]
+    z.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.cos(6 * x.detach().numpy()) * 6, rtol=1e-6)
+
+
 # Binary ops of two tensor operands; a 0-d operand of another float dtype does not
 # take part in promotion, so the kernel runs in the other operand's dtype.
 _BINARY = [name for name, op in jitgrad.ops.registry.REGISTRY.items()
