@@ -254,8 +254,14 @@ def count_dependencies(roots):
 
 def edge_of(t):
     """(node, output_nr) that receives the gradient of tensor `t`."""
-    if t.grad_fn is not None:
-        return (t.grad_fn, t.output_nr)
+    node = t.grad_fn
+    if node is not None:
+        # One tuple per tensor, shared by the nodes of every op that takes it: fewer
+        # objects for the garbage collector to count and walk while a graph lives.
+        e = t._edge
+        if e is None or e[0] is not node or e[1] != t.output_nr:
+            e = t._edge = (node, t.output_nr)
+        return e
     if not t._rg:
         return (None, 0)
     acc = t._accum() if t._accum is not None else None

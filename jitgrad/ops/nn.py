@@ -23,7 +23,7 @@ def _softmax_backward(node, g):
 def _softmax_array(x, dim):
     z, ax = _shifted(x, dim, "softmax")
     e = np.exp(z)
-    return e / e.sum(axis=ax, keepdims=True) if e.ndim else np.ones_like(e)
+    return e / np.add.reduce(e, axis=ax, keepdims=True) if e.ndim else np.ones_like(e)
 
 
 def _softmax_grad(o, g, dim):
@@ -40,7 +40,8 @@ def _shifted(x, dim, who):
         return d - d, ax
     # Shifted by the max even when it is infinite: a row with +inf (or only -inf)
     # is all NaN, as in torch (logsumexp, not this, treats -inf rows specially).
-    m = d.max(axis=ax, keepdims=True) if d.size else 0
+    # the ufunc's reduce: what ndarray.max runs, without its Python layer (small tensors)
+    m = np.maximum.reduce(d, axis=ax, keepdims=True) if d.size else 0
     return d - m, ax
 
 

@@ -4,6 +4,7 @@ is copied in, with torch's rules: the result's type must cast to out's without
 losing its kind (float into long fails), an out of another shape is resized
 (with torch's warning unless it is empty), and no argument may require grad."""
 import functools
+import inspect
 import warnings
 
 from .._state import local
@@ -49,7 +50,7 @@ def _write(result, out):
                           f"{list(out.shape)}, which does not match the required output shape "
                           f"{list(result.shape)}. Resize the out tensor to zero elements "
                           "(jitgrad.empty(0)) to reuse it without this warning.", UserWarning,
-                          stacklevel=3)
+                          stacklevel=4)
         out.data = out.new_empty(tuple(result.shape))
     out.copy_(result)  # records nothing: _check_out refused every case that would
 
@@ -57,27 +58,47 @@ def _write(result, out):
 def with_out(fn, name):
     """fn, also taking torch's out= (a tensor, or a tuple of them for ops that
     return several, such as max(dim) and sort)."""
-    @functools.wraps(fn)
-    def function(*args, out=None, **kwargs):
-        if out is None:
-            return fn(*args, **kwargs)
-        result = fn(*args, **kwargs)
-        if isinstance(out, tuple):
-            results = tuple(result) if isinstance(result, tuple) else (result,)
-            if len(out) != len(results):
-                raise TypeError(f"{name}(): out= takes {len(results)} tensors here, got {len(out)}")
-            for r, o in zip(results, out):
-                _check_out(name, r, o)
-            for r, o in zip(results, out):
-                _write(r, o)
-            return type(result)(*out) if hasattr(result, "_fields") else tuple(out)
-        if isinstance(result, tuple):
-            raise TypeError(f"{name}(): this call returns {len(result)} tensors: pass out= a "
-                            f"tuple of {len(result)} tensors")
-        _check_out(name, result, out)
-        _write(result, out)
-        return out
+    if _positional_only(fn):
+        # no keywords to pass on: no dict per call (the elementwise ops)
+        @functools.wraps(fn)
+        def function(*args, out=None):
+            if out is None:
+                return fn(*args)
+            return _into(name, fn(*args), out)
+    else:
+        @functools.wraps(fn)
+        def function(*args, out=None, **kwargs):
+            if out is None:
+                return fn(*args, **kwargs)
+            return _into(name, fn(*args, **kwargs), out)
     return keyword_layer(function, fn)
+
+
+def _positional_only(fn):
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return all(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
+
+
+def _into(name, result, out):
+    """Write `result` into `out` (a tensor or a tuple of them) and return it."""
+    if isinstance(out, tuple):
+        results = tuple(result) if isinstance(result, tuple) else (result,)
+        if len(out) != len(results):
+            raise TypeError(f"{name}(): out= takes {len(results)} tensors here, got {len(out)}")
+        for r, o in zip(results, out):
+            _check_out(name, r, o)
+        for r, o in zip(results, out):
+            _write(r, o)
+        return type(result)(*out) if hasattr(result, "_fields") else tuple(out)
+    if isinstance(result, tuple):
+        raise TypeError(f"{name}(): this call returns {len(result)} tensors: pass out= a "
+                        f"tuple of {len(result)} tensors")
+    _check_out(name, result, out)
+    _write(result, out)
+    return out
 
 
 def accept_out(namespace):

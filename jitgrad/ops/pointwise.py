@@ -175,7 +175,7 @@ class ElementwiseOp:
 class ElementwiseNode(Node):
     # _shape: the output's shape, or None when the node never joins a fused group:
     # its output dtype differs from the kernel dtype (float16), or it is a CPU array
-    # smaller than kernels/fuse.py FUSE_MIN_ELEMENTS (see _fusable_size).
+    # smaller than kernels/fuse.py FUSE_MIN_ELEMENTS (see _record_elementwise).
     __slots__ = ("_op", "_saved", "_out", "_kdt", "_mask", "_shape")
 
     def apply(self, grads):
@@ -197,6 +197,9 @@ class ElementwiseNode(Node):
             for i, c in enumerate(op.const_partials):
                 if not mask >> i & 1:
                     res.append(None)
+                    continue
+                if c == 1 and garr is g._data:
+                    res.append(g)  # passed through as it came (torch's AddBackward0 does too)
                     continue
                 if c is not None:
                     r = (garr if c == 1 else -garr if c == -1 else np.zeros_like(garr) if c == 0
@@ -323,30 +326,9 @@ def call(op, *operands, out_arr=None):
     if t is not None and t.recording():  # a jitgrad.compile trace: recorded, then run
         return t.elementwise(call, op, operands, out_arr)
     if out_arr is None and FW[0] is None and op.plain:
-        # The small-op path: host arrays below the loop-kernel size, of one float32 or
-        # float64 dtype (Python numbers allowed), forward AD off. Straight to the ufunc.
-        kdt = None
-        rg = scalars = False
-        arrays = []
-        for v in operands:
-            if type(v) is Tensor:
-                d = v._data
-                if type(d) is not HOST_ARRAY or d.size >= _LOOP_MIN or (
-                        kdt is not None and d.dtype != kdt):
-                    break
-                kdt = d.dtype
-                rg = rg or v._rg
-                arrays.append(d)
-            elif type(v) is float or type(v) is int:
-                scalars = True
-                arrays.append(v)
-            else:
-                break
-        else:
-            if kdt in _SMALL_DTYPES:
-                if scalars:  # as kernel operands of the kernel's dtype
-                    arrays = [kdt.type(v) if type(v) is not HOST_ARRAY else v for v in arrays]
-                return _small_call(op, kdt, operands, arrays, rg)
+        out = small_call(op, operands)
+        if out is not None:
+            return out
     kdt = _fast_dtype(op, operands)
     res_dt = kdt
     rg = False
@@ -391,7 +373,36 @@ def call(op, *operands, out_arr=None):
     return out
 
 
-def _small_call(op, kdt, operands, arrays, rg):
+def small_call(op, operands):
+    """The small-op path: `op` on host arrays below the loop-kernel size, of one
+    float32 or float64 dtype, and Python numbers, straight to the ufunc. None
+    (nothing done) for any other operands."""
+    kdt = None
+    rg = numbers = False
+    arrays = []
+    for v in operands:
+        if type(v) is Tensor:
+            d = v._data
+            if type(d) is not HOST_ARRAY or d.size >= _LOOP_MIN or (
+                    kdt is not None and d.dtype != kdt):
+                return None
+            kdt = d.dtype
+            if v._rg:
+                rg = True
+            arrays.append(d)
+        elif type(v) is float or type(v) is int:
+            numbers = True
+            arrays.append(v)
+        else:
+            return None
+    if kdt not in _SMALL_DTYPES:
+        return None
+    if numbers:  # as kernel operands of the kernel's dtype
+        i = 0
+        for a in arrays:
+            if type(a) is not HOST_ARRAY:
+                arrays[i] = kdt.type(a)
+            i += 1
     kernel = op._fwd.get(kdt) or op.forward_kernel(kdt)
     token = ERRSTATE.set(QUIET)
     try:
@@ -505,29 +516,27 @@ def _pooled_out(arrays, kdt):
     return _pool.empty(big.shape, kdt) if big is not None else None
 
 
-def _fusable_size(r):
-    """Whether a node of this output may join a fused group: on the CPU from
-    FUSE_MIN_ELEMENTS on (measured crossover); on a GPU always, since there a
-    kernel launch costs far more than planning a node (not yet measured on a GPU)."""
-    return r.size >= _fuse.FUSE_MIN_ELEMENTS or not backend.is_host(r)
-
-
+_ONE = (1, 1)  # (mask, tensors) of a one-operand op
 # A node's saved operands when it saves none and every operand is a tensor: shared,
 # as ARRAY_METAS's tuples are.
-NO_SAVED = {}
+_NO_SAVED_1, _NO_SAVED_2 = (None,), (None, None)
 
 
-def _record_elementwise(op, operands, out, kdt):
-    """Make `out`'s ElementwiseNode, if an operand that requires grad has a partial."""
+def _operand_records(op, operands):
+    """(edges, metadata, saved, mask, tensors) of an op's operands: their gradient
+    edges, (shape, dtype, array type) of those that get a gradient (bits in `mask`),
+    the Python numbers among them (the other entries None; shared where all are
+    tensors) and which are tensors (bits)."""
     partials = op.partials
     mask = tensors = 0
     bit = 1
     i = 0
-    edges, metas, saved = [], [], []
+    edges, metas = [], []
+    numbers = None
     for v in operands:
         if isinstance(v, Tensor):
             tensors |= bit
-            edges.append((v.grad_fn, v.output_nr) if v.grad_fn is not None else edge_of(v))
+            edges.append(edge_of(v))
             if v._rg and partials[i] is not None:
                 mask |= bit
                 d = v._data
@@ -535,30 +544,80 @@ def _record_elementwise(op, operands, out, kdt):
                 metas.append(ARRAY_METAS.get(m) or array_meta(m))
             else:
                 metas.append(None)
-            saved.append(None)
         else:
             edges.append((None, 0))
             metas.append(None)
-            saved.append(v)
+            if numbers is None:
+                numbers = [None] * op.n_args
+            numbers[i] = v
         bit <<= 1
         i += 1
-    if not mask:
-        return
-    cls, saves, need_out = op._recording.get((mask, tensors)) or op.recording(mask, tensors)
-    for i in saves:
-        saved[i] = SavedTensor(operands[i])
+    saved = (tuple(numbers) if numbers is not None else
+             _NO_SAVED.get(op.n_args) or _NO_SAVED.setdefault(op.n_args, (None,) * op.n_args))
+    return edges, metas, saved, mask, tensors
+
+
+_NO_SAVED = {1: _NO_SAVED_1, 2: _NO_SAVED_2}
+
+
+def _record_elementwise(op, operands, out, kdt):
+    """Make `out`'s ElementwiseNode, if an operand that requires grad has a partial."""
+    # The commonest cases, one tensor or two, without _operand_records' loop
+    if op.n_args == 1:
+        x = operands[0]  # a tensor requiring grad (callers check)
+        if op.partials[0] is None:
+            return
+        edges = (edge_of(x),)
+        d = x._data
+        m = (d.shape, d.dtype, type(d))
+        metas = (ARRAY_METAS.get(m) or array_meta(m),)
+        cls, saves, need_out = op._recording.get(_ONE) or op.recording(1, 1)
+        saved = (SavedTensor(x),) if saves else _NO_SAVED_1
+        mask = 1
+    else:
+        if op.n_args == 2 and type(operands[0]) is Tensor and type(operands[1]) is Tensor:
+            x, y = operands
+            px, py = op.partials
+            mask = (1 if x._rg and px is not None else 0) | (2 if y._rg and py is not None else 0)
+            if not mask:
+                return
+            edges = (edge_of(x), edge_of(y))
+            mx = my = None
+            if mask & 1:
+                d = x._data
+                m = (d.shape, d.dtype, type(d))
+                mx = ARRAY_METAS.get(m) or array_meta(m)
+            if mask & 2:
+                d = y._data
+                m = (d.shape, d.dtype, type(d))
+                my = mx if y is x and mx is not None else ARRAY_METAS.get(m) or array_meta(m)
+            metas = (mx, my)
+            saved = _NO_SAVED_2
+            tensors = 3
+        else:
+            edges, metas, saved, mask, tensors = _operand_records(op, operands)
+            if not mask:
+                return
+        cls, saves, need_out = op._recording.get((mask, tensors)) or op.recording(mask, tensors)
+        if saves:
+            saved = list(saved)
+            for i in saves:  # x * x saves x twice: two saved tensors, as torch's
+                saved[i] = SavedTensor(operands[i])
+            saved = tuple(saved)
     # Tuples: the garbage collector stops tracking one that holds no objects (the
-    # metadata; `saved` of an op that saves nothing), and a graph stays in memory.
+    # metadata), and a graph stays in memory.
     metas = tuple(metas)
     node = cls(tuple(edges), ARRAY_METAS.get(metas) or array_meta(metas))
     node._op = op
     node._kdt = kdt
     node._mask = mask
-    all_tensors = tensors == (1 << op.n_args) - 1
-    node._saved = tuple(saved) if saves or not all_tensors else (
-        NO_SAVED.get(op.n_args) or NO_SAVED.setdefault(op.n_args, tuple(saved)))
+    node._saved = saved
     r = out._data
-    node._shape = r.shape if r.dtype == kdt and _fusable_size(r) else None
+    # A node may join a fused group when its output is in the kernel dtype and, on the
+    # CPU, from FUSE_MIN_ELEMENTS on (measured crossover); on a GPU always, since there a
+    # kernel launch costs far more than planning a node (not yet measured on a GPU).
+    node._shape = r.shape if r.dtype == kdt and (
+        r.size >= _fuse.FUSE_MIN_ELEMENTS or type(r) is not HOST_ARRAY) else None
     out.grad_fn = node
     out._rg = True
     node._out = SavedTensor(out, is_output=True) if need_out else None

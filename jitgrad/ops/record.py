@@ -70,7 +70,7 @@ def record(name, inputs, outputs, backward, save=(), names=(), attrs=None):
             edges.append((None, 0))
             metas.append(None)
             continue
-        edges.append((t.grad_fn, t.output_nr) if t.grad_fn is not None else edge_of(t))
+        edges.append(edge_of(t))
         if t._rg:
             d = t._data
             m = (d.shape, d.dtype, type(d))

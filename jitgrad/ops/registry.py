@@ -6,10 +6,11 @@ ops/pointwise.py for how they run); `OPS` every other op, each declared with
 `op` (ops/record.py records it); `FUNCTIONS` the differentiable ones with
 their test samples.
 """
+from .._state import fw_level as FW, trace as TRACE
 from .._trace import traced
 from ..kernels import cache as _cache
 from .keywords import beneath
-from .pointwise import ElementwiseOp, call
+from .pointwise import ElementwiseOp, call, small_call
 from ..tensor import Tensor
 from .record import OpDef
 
@@ -198,10 +199,16 @@ def elementwise(name, args=("x",), out=None, floating=True, bool_out=False, bool
     op.export, op.method, op.inplace = export, method, inplace
     REGISTRY[name] = op
 
+    # The common eager call runs small_call, anything else call. Every op shares this
+    # one code object; the profiler names its events from the frame's `name`.
     def fn(*operands):
         if len(operands) != len(op.args):
             raise TypeError(f"{name}() takes {len(op.args)} arguments ({', '.join(op.args)}), "
                             f"got {len(operands)}")
+        if op.plain and TRACE[0] is None and FW[0] is None:
+            out = small_call(op, operands)
+            if out is not None:
+                return out
         return call(op, *operands)
 
     fn.__name__ = fn.__qualname__ = name

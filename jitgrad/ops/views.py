@@ -28,26 +28,42 @@ def creation_meta(x):
     return "inference_mode" if loc.inference else "no_grad"
 
 
+class _Views(set):
+    """A base's live views, as weak references that drop themselves: one callback
+    per base, not a bound method per view."""
+    __slots__ = ("drop",)
+
+    def __init__(self):
+        set.__init__(self)
+        self.drop = self.discard
+
+
 def make_view(x, arr, fn, args):
     """A Tensor sharing `x`'s storage; remembers how to redo itself from the base
     (so an in-place op through it can update the base's history)."""
     out = Tensor(arr)
     out._vc = x._vc
     base = out._base = x._base if x._base is not None else x
-    out._view_chain = (x._view_chain or ()) + ((fn, args),)
+    # linked to x's chain, not a copy of it: one tuple per view
+    out._view_chain = (x._view_chain, fn, args)
     out._inference = x._inference
     out._creation_meta = creation_meta(x)
     # The base knows its live views, so an in-place change of the base (or of
     # one view) can give the others a grad_fn over the new history.
     views = base._views
     if views is None:
-        views = base._views = set()
-    views.add(weakref.ref(out, views.discard))
+        views = base._views = _Views()
+    views.add(weakref.ref(out, views.drop))
     return out
 
 
 def apply_chain(t, chain):
-    for fn, args in chain:
+    """Redo on `t` the views of a chain (a view's `_view_chain`, None for no view)."""
+    links = []
+    while chain is not None:  # innermost view first: reversed below
+        chain, fn, args = chain
+        links.append((fn, args))
+    for fn, args in reversed(links):
         t = fn(t, *args)
     return t
 
