@@ -260,6 +260,8 @@ def fused_executor(meta, instrs, keep, taken, plan=None, name="fused"):
     """The executor (see program.EXECUTORS): a Segment per run of large elementwise
     work. `plan`, `name`: another device's planner (called as Run is; None declines
     the run) and executor name."""
+    if not any(_host_float(m) and m.size > SMALL_ELEMENTS for m in meta):
+        return  # nothing large (W7's 7,000 small ops): no instruction to classify
     last = {}  # slot -> index of the last instruction that reads it
     for k, ins in enumerate(instrs):
         for r in ins.reads():
