@@ -3,7 +3,8 @@ generated loop kernels, forward and backward together.
 
 It claims runs of consecutive instructions over CPU float arrays with more
 than program.SMALL_ELEMENTS elements: elementwise ops (other operands Python
-numbers, size-1 tensors, or values broadcast per row or per column), sums and
+numbers, size-1 tensors, or values broadcast per row or per column; comparisons
+and `where` too, a bool value being 0/1 in the kernel's float dtype), sums and
 means (over everything, over the last dim, over all but the last), `accumulate_grad`
 into a leaf, and the small glue between them (`ones_like` of the loss,
 `reshape`/`expand` of a 0-d gradient, 0-d arithmetic, a small gradient's
@@ -180,13 +181,12 @@ def _kernel_dtype(op, operands, m, meta, bools):
 def classify(ins, meta, rows=None, bools=False):
     """(kind, (shape, dtype) of the large arrays it works on or None, detail), or None
     when this executor does not run `ins` (`bools`: see _kernel_dtype). Kinds: "ew"
-    (elementwise, large result),
-    "rew" (elementwise on per-row values of a row group, see row_groups: computed
-    once per row inside the kernel of the full shape), "reduce" (a sum or mean of a
-    large array: over all, its rows or its columns), "acc" (accumulate_grad of a
-    large gradient), "bcast" (a size-1, per-row or per-column value expanded to a
-    large shape), "fill" (ones_like or zeros_like, size 1) and "scalar" (other small
-    glue, run in Python)."""
+    (elementwise, large result), "rew" (elementwise on per-row values of a row
+    group, see row_groups: computed once per row inside the kernel of the full
+    shape), "reduce" (a sum or mean of a large array: over all, its rows or its
+    columns), "acc" (accumulate_grad of a large gradient), "bcast" (a size-1,
+    per-row or per-column value expanded to a large shape), "fill" (ones_like or
+    zeros_like, size 1) and "scalar" (other small glue, run in Python)."""
     rows = rows or {}
     ew = _elementwise(ins)
     args, outs = ins.args, ins.outs
