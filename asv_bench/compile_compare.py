@@ -33,6 +33,13 @@ Tables:
            (JITGRAD_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR and a JAX persistent
            compilation cache), then in a second fresh process with the same,
            now filled, caches: "cold / warm".
+  second   the second (warm) process of "first": seconds from its launch to
+           the end of `import` (interpreter start-up and imports), and from
+           there to the result of its first compiled step: for jitgrad.compile
+           the first step run by the compiled program (after its kernels are
+           loaded and any trace again), for jax.jit and torch.compile the first
+           step. The kernels the warm process compiled are counted once its
+           kernels are loaded (a note if any).
   W6       peak memory of W1 at N=1e7, MiB above the baseline, in a fresh
            process per implementation (a previous process filled the caches, so
            the compiler's own memory does not count): VmHWM during the first
@@ -88,6 +95,8 @@ MEMORY_ROW = "W1 N=1e7"
 SCALE = {"us": 1e6, "ms": 1e3, "s": 1.0}
 CHECK_STEPS = 3  # steps of jitgrad.compile compared with eager (W3's parameters move)
 SAMPLED = 256    # elements per result sent to the parent for the cross-library check
+LAUNCHED = "COMPILE_COMPARE_LAUNCHED"  # the wall-clock time a child process was started
+RETRACES = 3     # calls a warm jitgrad.compile process may trace in before a compiled step
 
 
 # ---- child processes ----------------------------------------------------------------------------
@@ -111,6 +120,7 @@ def stop(proc):
 def run_child(args, env, timeout):
     """Run this script in a fresh process; its last stdout line is a JSON object."""
     with tempfile.TemporaryFile("w+") as err:
+        env = dict(env, **{LAUNCHED: repr(time.time())})
         proc = subprocess.Popen([sys.executable, __file__] + args, env=env, text=True,
                                 stdout=subprocess.PIPE, stderr=err, start_new_session=True)
         try:
@@ -252,12 +262,30 @@ def first_main(impl, row):
     t0 = time.perf_counter()
     lib = workloads.library(impl)
     t1 = time.perf_counter()
+    started_s = time.time() - float(os.environ[LAUNCHED])
     case = workloads.build(workload, impl, **size)
     case.step()
     case.result()
     t2 = time.perf_counter()
+    compiled_at = first_compiled_step(case) if impl == "jitgrad.compile" else t2
     compiled = lib.compile_stats()["kernels_compiled"] if impl.startswith("jitgrad") else None
-    print(json.dumps({"import_s": t1 - t0, "first_s": t2 - t1, "kernels_compiled": compiled}))
+    print(json.dumps({"import_s": t1 - t0, "started_s": started_s, "first_s": t2 - t1,
+                      "compiled_s": compiled_at - t1, "kernels_compiled": compiled}))
+
+
+def first_compiled_step(case):
+    """perf_counter() at the result of the first step that a jitgrad.compile case runs
+    as its compiled program: after its kernels are ready, a call that traced nothing
+    (W7 traces again once x.grad is set)."""
+    for _ in range(RETRACES):
+        traces = case.fn.traces
+        case.wait()
+        case.step()
+        case.result()
+        if case.fn.traces == traces:
+            case.wait()  # kernels this call's program may still build are counted too
+            return time.perf_counter()
+    raise RuntimeError(f"jitgrad.compile traced in each of {RETRACES} calls")
 
 
 def memory_main(impl):
@@ -371,15 +399,16 @@ def check_digests(row, digests, notes):
 
 
 def first_calls(rows, timeout, skip, notes):
-    """{row: {impl: (cold s, warm s) or a str}}, two fresh processes each."""
-    table = {}
+    """({row: {impl: (cold s, warm s) or a str}}, {row: {impl: (the warm process's
+    start-up s, its first compiled step s) or a str}}), two fresh processes each."""
+    table, second = {}, {}
     for row in rows:
         if row in FIRST_CALL_SKIP:
             continue
-        cells = {}
+        cells, warm = {}, {}
         for impl in IMPLS:
             if (row, impl) in skip:
-                cells[impl] = skip[row, impl]
+                cells[impl] = warm[impl] = skip[row, impl]
                 continue
             progress(f"first call {row} {impl} ({load()})")
             with tempfile.TemporaryDirectory(prefix="compile-compare-") as tmp:
@@ -388,14 +417,15 @@ def first_calls(rows, timeout, skip, notes):
                 runs = [run_child(["--first", impl, row], env, timeout) for _ in range(2)]
             bad = next((r for r in runs if "first_s" not in r), None)
             if bad is not None:
-                cells[impl] = not_available(bad, f"first call {row} {impl}", notes)
+                cells[impl] = warm[impl] = not_available(bad, f"first call {row} {impl}", notes)
                 continue
             cells[impl] = tuple(r["first_s"] for r in runs)
+            warm[impl] = (runs[1]["started_s"], runs[1]["compiled_s"])
             if runs[1]["kernels_compiled"]:
                 notes.append(f"first call {row} {impl}: the warm process compiled "
                              f"{runs[1]['kernels_compiled']} kernels")
-        table[row] = cells
-    return table
+        table[row], second[row] = cells, warm
+    return table, second
 
 
 def memory(timeout, notes):
@@ -435,11 +465,13 @@ def print_table(title, rows):
               + "".join(f"{cells.get(i, ''):>{w}}" for i, w in zip(IMPLS, widths)))
 
 
-def report(times, firsts, mem, notes):
+def report(times, firsts, seconds, mem, notes):
     rows = [(f"{row} ({ROWS[row][2]})", {i: cell(v, ROWS[row][2]) for i, v in c.items()})
             for row, c in times.items()]
     rows += [(f"first call {row}, cold / warm (s)", {i: cell(v, "s") for i, v in c.items()})
              for row, c in firsts.items()]
+    rows += [(f"second process {row}: start-up / first compiled step (s)",
+              {i: cell(v, "s") for i, v in c.items()}) for row, c in seconds.items()]
     if mem:
         rows.append(("W6 MiB: first / steady peak / held", {i: cell(v, "s")
                                                           for i, v in mem.items()}))
@@ -522,10 +554,10 @@ def main():
     times = time_rows(rows, repeat, 0.02 if args.quick else 0.05, timeout, notes)
     # A build that failed or took too long would do the same in a fresh process.
     skip = {(r, i): v for r, c in times.items() for i, v in c.items() if isinstance(v, str)}
-    firsts = {} if args.no_first else first_calls(rows[:1] if args.quick else rows, timeout,
-                                                  skip, notes)
+    firsts, seconds = ({}, {}) if args.no_first else first_calls(
+        rows[:1] if args.quick else rows, timeout, skip, notes)
     mem = memory(timeout, notes) if not only or "W6" in only else {}
-    report(times, firsts, mem, notes)
+    report(times, firsts, seconds, mem, notes)
     print(f"\ndone in {time.perf_counter() - started:.0f} s; {load()}")
 
 

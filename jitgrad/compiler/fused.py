@@ -3,7 +3,8 @@ generated loop kernels, forward and backward together.
 
 It claims runs of consecutive instructions over CPU float arrays with more
 than program.SMALL_ELEMENTS elements: elementwise ops (other operands Python
-numbers, size-1 tensors, or values broadcast per row or per column), sums and
+numbers, size-1 tensors, or values broadcast per row or per column; comparisons
+and `where` too, a bool value being 0/1 in the kernel's float dtype), sums and
 means (over everything, over the last dim, over all but the last), `accumulate_grad`
 into a leaf, and the small glue between them (`ones_like` of the loss,
 `reshape`/`expand` of a 0-d gradient, 0-d arithmetic, a small gradient's
@@ -57,6 +58,7 @@ MATH_CALL_COST = 3
 # are what the threads share out.
 BLOCK = 4096
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+BOOL = np.dtype(np.bool_)
 
 FILLS = {"ones_like": 1, "zeros_like": 0}
 ALIASES = frozenset(("reshape", "view", "expand", "broadcast_to", "squeeze", "unsqueeze",
@@ -148,15 +150,40 @@ def row_groups(instrs, meta):
     return {rs: full for rs, full in groups.items() if full is not None}
 
 
-def classify(ins, meta, rows=None):
+def _kernel_dtype(op, operands, m, meta, bools):
+    """The float dtype a kernel computes elementwise `op` in, or None when it cannot:
+    the result's, whose large float operands must have it (size-1 ones may have any).
+    With `bools` (CPU kernels), a comparison's bool result is a 0/1 value of its
+    large operands' dtype, read only where an op takes a bool (where's condition),
+    and a bool operand there may be such a value or a bool array (see _array)."""
+    large = set()
+    for a, name in zip(operands, op.args):
+        if type(a) is Ref:
+            rm = meta[a]
+            if rm is None or rm.array_type is not HOST_ARRAY or (
+                    rm.dtype != BOOL if name in op.bool_args else rm.dtype not in FLOATS):
+                return None
+            if rm.size > 1 and name not in op.bool_args:
+                large.add(rm.dtype)
+    if op.bool_out:
+        kdt = next(iter(large), None) if m.dtype == BOOL and len(large) == 1 else None
+    else:
+        kdt = m.dtype
+    if not (op.plain or bools) or kdt not in FLOATS or m.array_type is not HOST_ARRAY or \
+            large - {kdt}:
+        return None
+    return kdt
+
+
+def classify(ins, meta, rows=None, bools=False):
     """(kind, (shape, dtype) of the large arrays it works on or None, detail), or None
-    when this executor does not run `ins`. Kinds: "ew" (elementwise, large result),
-    "rew" (elementwise on per-row values of a row group, see row_groups: computed
-    once per row inside the kernel of the full shape), "reduce" (a sum or mean of a
-    large array: over all, its rows or its columns), "acc" (accumulate_grad of a
-    large gradient), "bcast" (a size-1, per-row or per-column value expanded to a
-    large shape), "fill" (ones_like or zeros_like, size 1) and "scalar" (other small
-    glue, run in Python)."""
+    when this executor does not run `ins` (`bools`: see _kernel_dtype). Kinds: "ew"
+    (elementwise, large result), "rew" (elementwise on per-row values of a row
+    group, see row_groups: computed once per row inside the kernel of the full
+    shape), "reduce" (a sum or mean of a large array: over all, its rows or its
+    columns), "acc" (accumulate_grad of a large gradient), "bcast" (a size-1,
+    per-row or per-column value expanded to a large shape), "fill" (ones_like or
+    zeros_like, size 1) and "scalar" (other small glue, run in Python)."""
     rows = rows or {}
     ew = _elementwise(ins)
     args, outs = ins.args, ins.outs
@@ -168,26 +195,26 @@ def classify(ins, meta, rows=None):
             return ("scalar", None, None) if all(
                 meta[r] is not None and meta[r].array_type is HOST_ARRAY and meta[r].size == 1
                 for r in refs) else None
-        if m is None or not op.plain or any(
+        if m is None or any(
                 type(a) is not Ref and type(a) not in (int, float) for a in operands):
             return None
-        if not _host_float(m) or not all(_host_float(meta[r]) for r in refs):
+        kdt = _kernel_dtype(op, operands, m, meta, bools)
+        if kdt is None:
             return None
         full = rows.get(m.shape)
         if full is not None:
-            if all(meta[r].size == 1 or meta[r].shape == m.shape and meta[r].dtype == m.dtype
-                   for r in refs):
-                return "rew", (full, m.dtype), (op, operands)
+            if all(meta[r].size == 1 or meta[r].shape == m.shape for r in refs):
+                return "rew", (full, kdt), (op, operands)
             return None
         shape = m.shape
         if m.size <= SMALL_ELEMENTS or not any(meta[r].shape == shape for r in refs):
             return None
         for r in refs:
             rm = meta[r]
-            if not (rm.size == 1 and len(rm.shape) <= len(shape)) and (rm.dtype != m.dtype or not (
-                    rm.shape == shape or rows.get(rm.shape) == shape or _is_col(rm.shape, shape))):
+            if not (rm.size == 1 and len(rm.shape) <= len(shape) or rm.shape == shape or
+                    rows.get(rm.shape) == shape or _is_col(rm.shape, shape)):
                 return None
-        return "ew", (shape, m.dtype), (op, operands)
+        return "ew", (shape, kdt), (op, operands)
     if ins.name == "accumulate_grad":
         return _classify_acc(ins, meta)
     if not args or type(args[0]) is not Ref or type(outs) is not Ref:
@@ -230,12 +257,15 @@ def fused_executor(meta, instrs, keep, taken, plan=None, name="fused"):
     """The executor (see program.EXECUTORS): a Segment per run of large elementwise
     work. `plan`, `name`: another device's planner (called as Run is; None declines
     the run) and executor name."""
+    if not any(_host_float(m) and m.size > SMALL_ELEMENTS for m in meta):
+        return  # nothing large (W7's 7,000 small ops): no instruction to classify
     last = {}  # slot -> index of the last instruction that reads it
     for k, ins in enumerate(instrs):
         for r in ins.reads():
             last[int(r)] = k
     rows = row_groups(instrs, meta)
-    kinds = [None if k in taken else classify(ins, meta, rows) for k, ins in enumerate(instrs)]
+    kinds = [None if k in taken else classify(ins, meta, rows, bools=plan is None)
+             for k, ins in enumerate(instrs)]
     k, n = 0, len(instrs)
     while k < n:
         if kinds[k] is None:
@@ -354,6 +384,7 @@ class Run:
 
         self.order = {s: i for i, s in enumerate(nodes)}
         self.nodes = nodes
+        self.bools = {s for s in nodes if meta[s].dtype == BOOL}  # held as 0/1 in kernels
         top = max([t[0] for t in targets] + [g[0] for g in glue], default=0)
         self.made = set()  # slots stored by an earlier kernel (env or temporary)
         self.temps = set()
@@ -463,6 +494,7 @@ class Run:
 
     def _add(self, launch):
         launch.temp_reads = [s for s in launch.input_slots() if s in self.temps]
+        launch.bools = {s for s, _, to_env in launch.stores if to_env and s in self.bools}
         self.made.update(s for s, _, _ in launch.stores)
         self.temps.update(s for s, _, to_env in launch.stores if not to_env)
         self.steps.append(launch)
@@ -535,6 +567,7 @@ class Launch:
         self.ops = []           # (op, operand names), for the cost
         self.kernels = {}       # sink modes -> compiled kernel
         self.temp_reads = self.drop = ()
+        self.bools = ()         # stored slots the program holds as bool arrays
 
     def input_slots(self):
         return [s for layout in "vrc" for s in self.arrays[layout]]
@@ -728,7 +761,7 @@ class Launch:
         _spread(self.kernel(tuple(modes)), n, nb, (n, width, self.per_block), args)
         for (s, _, to_env), a in zip(self.stores, stored):
             if to_env:
-                env[s] = Tensor(a)
+                env[s] = Tensor(a.astype(BOOL) if s in self.bools else a)
             else:
                 temps[s] = a
         for (s, part, mean, out_shape), p in zip(self.reds, parts):
@@ -827,11 +860,13 @@ def _plain_leaf(var):
 
 def _array(t, size, kdt, slot):
     d = t._data
-    if type(d) is not HOST_ARRAY or d.size != size or d.dtype != kdt:
+    if type(d) is not HOST_ARRAY or d.size != size or d.dtype not in (kdt, BOOL):
         raise RuntimeError(f"fused kernel: slot %{slot} holds {type(d).__name__} "
                            f"{getattr(d, 'dtype', '?')}{list(getattr(d, 'shape', ()))}, the "
                            f"capture saw {kdt} of {size} elements: please report this as a "
                            "jitgrad bug")
+    if d.dtype == BOOL:  # a mask: 0/1 in the kernel's dtype (see _kernel_dtype)
+        return d.astype(kdt)
     if not d.flags.writeable:  # the kernel's signature takes writable arrays
         d = d.copy()
     return d

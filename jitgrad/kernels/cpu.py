@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import _state
 from . import cache
-from .expr import numpy_is_exact, to_numpy_code, to_scalar_code
+from .expr import numpy_is_exact, numpy_is_exact_on, to_numpy_code, to_scalar_code
 from .source import NUMBA_TYPE, array_type, check_lengths, flat_kernel, header, scalar_type
 
 
@@ -51,7 +51,12 @@ def ufunc(name, args, body, arg_dtypes, compute_dtype, out_dtype, prefix=None, i
         u = cache.load(key, source()).ufunc
         FORMULAS[u] = (tuple(args), body, prefix, compute_dtype)
         return u
-    if cache.started() or (not numpy_is_exact(body) and cache.is_ready(key, source())):
+    exact = numpy_is_exact_on(body, compute_dtype)
+    # Numba started: a kernel in the disk cache loads at once, but a trace keeps the
+    # stand-in of an exact formula (loading a ufunc builds its loop: 0.05-0.1 s each,
+    # on the first call of a compiled step).
+    if cache.started() and not (exact and _state.trace[0] is not None) or (
+            not exact and cache.is_ready(key, source())):
         return compiled()
     return staged(compiled, numpy_ufunc(args, body, prefix, arg_dtypes, compute_dtype,
                                         out_dtype, name), install)
@@ -178,7 +183,8 @@ def numpy_ufunc(args, body, prefix, arg_dtypes, compute_dtype, out_dtype, what):
     of the formula or the dtype's results would differ."""
     # operands renamed a0, a1, ...: a formula's `out` (the forward result) is an operand
     names = {a: f"a{i}" for i, a in enumerate(args)}
-    expr = to_numpy_code(body, names) if compute_dtype.name in NUMPY_TIER else None
+    expr = to_numpy_code(body, names) if compute_dtype.name in NUMPY_TIER or \
+        numpy_is_exact_on(body, compute_dtype) else None
     if expr is None:
         return None
     if prefix is not None:

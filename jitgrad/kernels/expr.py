@@ -173,6 +173,24 @@ def numpy_is_exact(body):
         and not any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow) for n in ast.walk(body))
 
 
+# What numpy computes on integers exactly as a kernel does: comparisons, selection and
+# + - * (numpy wraps around in the dtype; a kernel widens and its cast back wraps the
+# same). Not / (a kernel raises on a zero divisor where numpy gives inf), nor
+# arithmetic on bools (numpy's True + True is True, a kernel's 2).
+_INTEGER_EXACT = (ast.Add, ast.Sub, ast.Mult, ast.USub, ast.UAdd)
+
+
+def numpy_is_exact_on(body, dtype):
+    """Whether numpy evaluates the formula `body` with operands and constants of
+    `dtype` bit for bit as the kernels do."""
+    if dtype.kind == "f":
+        return numpy_is_exact(body)
+    arithmetic = _INTEGER_EXACT if dtype.kind in "iu" else ()
+    return all(n.func.id == "where" for n in ast.walk(body) if isinstance(n, ast.Call)) and \
+        all(isinstance(n.op, arithmetic) for n in ast.walk(body)
+            if isinstance(n, (ast.BinOp, ast.UnaryOp)))
+
+
 def to_numpy_code(body, rename=None):
     """numpy source for a parsed formula over whole arrays (constants `T(c)` as in
     to_scalar_code), or None when it calls a function numpy lacks."""

@@ -1,5 +1,5 @@
 """A second process running the same compiled training step loads every kernel
-from the disk cache: it compiles none."""
+(fused kernels and the small-op interpreter) from the disk cache: it compiles none."""
 import textwrap
 
 from helpers import run_isolated
@@ -26,6 +26,9 @@ SCRIPT = textwrap.dedent("""
     losses = [float(step(x, y)) for _ in range(4)]
     assert step.traces == 1 and step.eager_calls == 0, (step.traces, step.breaks)
     assert step.wait()  # the executors' kernels, built in a worker thread, are ready
+    # both compiled executors run: the fused kernels and the small-op interpreter
+    executors = jitgrad.compile.explain(step, x, y).executors["forward"]
+    assert {"fused", "scalar tape"} <= set(executors), executors
     print(jitgrad.compile_stats()["kernels_compiled"], *losses)
 """)
 

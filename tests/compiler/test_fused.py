@@ -456,3 +456,35 @@ def test_a_traced_backward_frees_the_graph_as_eager_mode_does():
     loss = jitgrad.compile(w1)(x)   # the trace: backward() ran inside, graph freed
     with pytest.raises(RuntimeError, match="second time"):
         loss.backward()
+
+
+def test_comparisons_and_masks_are_zero_one_values_in_the_kernel():
+    """relu's backward (le, sign, where, mul) and the bias's column sum are one
+    kernel; a comparison read after the run is stored as a bool array, and a bool
+    mask made outside the run is read as 0/1."""
+    rng = helpers.rng_for("fused", "masks")
+    b = jitgrad.tensor(rng.uniform(-1, 1, 400).astype(np.float32), requires_grad=True)
+
+    def step(x, keep):
+        x.grad = b.grad = None
+        h = (x + b).relu()
+        loss = (jitgrad.where(keep, h, -h) * 2.0).sum()
+        loss.backward()
+        return loss, x > 0.5
+    x = rng.uniform(-1, 1, (300, 400)).astype(np.float32)
+    keep = rng.uniform(-1, 1, (300, 400)) > 0
+    xe, xc = jitgrad.tensor(x, requires_grad=True), jitgrad.tensor(x, requires_grad=True)
+    ke, kc = jitgrad.tensor(keep), jitgrad.tensor(keep)
+    compiled = jitgrad.compile(step, mode="max-autotune")
+    for _ in range(3):
+        (le, me), ge = step(xe, ke), (xe.grad.numpy().copy(), b.grad.numpy().copy())
+        (lc, mc), gc = compiled(xc, kc), (xc.grad.numpy(), b.grad.numpy())
+        np.testing.assert_allclose(lc.detach().numpy(), le.detach().numpy(), **TOL["float32"])
+        assert mc.dtype == jitgrad.bool and np.array_equal(mc.numpy(), me.numpy())
+        for want, got in zip(ge, gc):
+            np.testing.assert_allclose(got, want, **TOL["float32"])
+    e = jitgrad.compile.explain(step, xc, kc)
+    names = [ins.name for ins in e.program.instrs]
+    assert {"le", "where", "gt"} <= set(names)
+    python = e.executors["forward"]["python"][1]
+    assert python <= names.count("set_grad") + 2, e  # x.grad = b.grad = None, at most

@@ -212,3 +212,48 @@ def test_stand_in_keeps_running_in_a_trace_and_beside_a_background_build():
     finally:
         _state.trace[0] = None
     assert k() == "compiled"
+
+
+
+def _start_numba():
+    cache.load("start", "import numba\n\n\n@numba.njit(cache=True)\ndef kernel():\n"
+               "    return 1\n")
+    assert cache.started()
+
+
+def test_integer_stand_ins_only_where_numpy_gives_the_kernels_bits(fresh_cache):
+    _start_numba()  # cpu.ufunc then gives the compiled ufunc
+    rng = np.random.default_rng(2)
+    x, y = rng.integers(-2 ** 62, 2 ** 62, (2, 50))  # products wrap around
+    i64 = np.dtype(np.int64)
+    for src, out in (("x != y", np.bool_), ("x * y - x", np.int64),
+                     ("where(x > y, x, -y)", np.int64)):
+        body, _ = parse(src, ("x", "y"))
+        stand_in = cpu.numpy_ufunc(("x", "y"), body, None, [i64] * 2, i64, np.dtype(out), "t")
+        u = cpu.ufunc("t", ("x", "y"), body, [i64] * 2, i64, np.dtype(out))
+        assert stand_in is not None and type(u) is np.ufunc, src
+        got, want = stand_in(x, y), u(x, y)
+        assert got.dtype == want.dtype == out
+        np.testing.assert_array_equal(got, want)
+    for src, dtype in (("x / y", np.int64), ("x + y", np.bool_), ("-x", np.bool_),
+                       ("x ** y", np.int64)):
+        body, _ = parse(src, ("x", "y"))
+        dt = np.dtype(dtype)
+        assert cpu.numpy_ufunc(("x", "y"), body, None, [dt] * 2, dt, dt, "t") is None, src
+
+
+def test_a_trace_keeps_stand_ins_of_exact_formulas_after_numba_started(fresh_cache):
+    """Loading a ufunc from the disk cache builds its loop (tens of ms): a
+    jitgrad.compile trace, the first call of a compiled step, runs the numpy
+    stand-in of an exact formula instead, even once Numba has started."""
+    _start_numba()
+    body, _ = parse("x * y + 1", ("x", "y"))
+    f32 = np.dtype(np.float32)
+    _state.trace[0] = object()
+    try:
+        staged = cpu.ufunc("exact", ("x", "y"), body, [f32] * 2, f32, f32)
+        assert type(staged) is not np.ufunc
+        assert staged(np.ones(3, f32), np.ones(3, f32)).tolist() == [2, 2, 2]
+    finally:
+        _state.trace[0] = None
+    assert type(cpu.ufunc("exact", ("x", "y"), body, [f32] * 2, f32, f32)) is np.ufunc
