@@ -149,3 +149,27 @@ def test_arguments_with_different_leading_sizes_trace_every_call_signature():
     assert compiled.traces == 3
     status = jitgrad.compile.explain(compiled, jitgrad.ones(4, 2), jitgrad.ones(3, 2))
     assert "share no leading (batch) size" in status.batch_dimension
+
+
+def test_batch_sizes_that_change_the_executors_match_eager():
+    # 3000 rows: slots above the small-tensor size, run by fused kernels instead
+    model_c, model_e = _model(2), _model(2)
+    opt_c, opt_e = OPTIMIZERS["adam"](model_c.parameters()), OPTIMIZERS["adam"](
+        model_e.parameters())
+
+    def step_fn(model, opt, x, y):
+        opt.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    step = jitgrad.compile(step_fn, dynamic=True, mode=MODE)
+    for i, b in enumerate((8, 16, 1, 3000, 5)):
+        rng = helpers.rng_for("executors", b)
+        x = jitgrad.tensor(rng.standard_normal((b, 6)).astype("float32"))
+        y = jitgrad.tensor(rng.standard_normal((b, 3)).astype("float32"))
+        assert_close(step(model_c, opt_c, x, y), step_fn(model_e, opt_e, x, y),
+                     f"batch {b}: loss", graph=False)
+        _assert_same_training_state(model_c, opt_c, model_e, opt_e, f"batch {b}")
+    assert step.traces == 2 and _family(step).sizes == [1, 3000, 5]
