@@ -156,20 +156,13 @@ def test_batch_sizes_that_change_the_executors_match_eager():
     model_c, model_e = _model(2), _model(2)
     opt_c, opt_e = OPTIMIZERS["adam"](model_c.parameters()), OPTIMIZERS["adam"](
         model_e.parameters())
-
-    def step_fn(model, opt, x, y):
-        opt.zero_grad()
-        loss = F.mse_loss(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    step = jitgrad.compile(step_fn, dynamic=True, mode=MODE)
+    step = jitgrad.compile(_train_step, dynamic=True, mode=MODE)
     for i, b in enumerate((8, 16, 1, 3000, 5)):
-        rng = helpers.rng_for("executors", b)
-        x = jitgrad.tensor(rng.standard_normal((b, 6)).astype("float32"))
-        y = jitgrad.tensor(rng.standard_normal((b, 3)).astype("float32"))
-        assert_close(step(model_c, opt_c, x, y), step_fn(model_e, opt_e, x, y),
+        x, y = _data(i, b)
+        assert_close(step(model_c, opt_c, x, y), _train_step(model_e, opt_e, x, y),
                      f"batch {b}: loss", graph=False)
         _assert_same_training_state(model_c, opt_c, model_e, opt_e, f"batch {b}")
     assert step.traces == 2 and _family(step).sizes == [1, 3000, 5]
+    big = [e.program for e in step.entries() if e.program.meta[e.program.inputs[0][0]].shape[0]
+           == 3000]
+    assert "fused" in big[0].forward_tape.describe()
