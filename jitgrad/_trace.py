@@ -75,3 +75,12 @@ def graph_break(reason):
     t = TRACE[0]
     if t is not None and t.active():
         t.graph_break(reason)
+
+
+def size_read(t):
+    """A size of tensor `t` read as a Python number (shape, size(), len(), numel()):
+    a compile trace notes it (a batch-dependent size read as a number makes a
+    dynamic=True program static, compiler/batch.py). Called only while TRACE[0] is set."""
+    tracer = TRACE[0]
+    if hasattr(tracer, "read_shape"):  # (vmap's tracer reads no sizes)
+        tracer.read_shape(t)

@@ -12,7 +12,7 @@ from . import _state
 from . import backend
 from . import dtypes as _dt
 from ._repr import tensor_repr
-from ._trace import TRACE, breaks, reads, traced, traced_inplace
+from ._trace import TRACE, breaks, reads, size_read, traced, traced_inplace
 
 
 NON_LEAF_GRAD_WARNING = (
@@ -150,6 +150,8 @@ class Tensor:
     # ---- attributes ---------------------------------------------------------
     @property
     def shape(self):
+        if TRACE[0] is not None:
+            size_read(self)
         return Size(self._data.shape)
 
     @property
@@ -273,12 +275,16 @@ class Tensor:
     def size(self, dim=None):
         if dim is None:
             return self.shape
+        if TRACE[0] is not None:
+            size_read(self)
         return self._data.shape[wrap_dim(dim, self._data.ndim)]
 
     def dim(self):
         return self._data.ndim
 
     def numel(self):
+        if TRACE[0] is not None:
+            size_read(self)
         return self._data.size
 
     nelement = numel
@@ -327,6 +333,8 @@ class Tensor:
     def __len__(self):
         if self._data.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
+        if TRACE[0] is not None:
+            size_read(self)
         return self._data.shape[0]
 
     def __iter__(self):

@@ -6,7 +6,8 @@ identity) and the grad mode. A known key runs its program; a new key traces
 the function (that call runs eagerly, recording) and keeps the program. A
 function whose trace broke runs eagerly for that key. After
 `RECOMPILE_LIMIT` traces of one function, new keys run eagerly with one
-warning, as torch.compile does.
+warning, as torch.compile does. With `dynamic=True`, calls that differ only
+in their batch size share one program where it allows (compiler/batch.py).
 """
 import time
 import warnings
@@ -16,6 +17,7 @@ import numpy as np
 from .. import _state
 from ..nn.modules.module import Module
 from ..tensor import Tensor
+from .batch import Static, Template, batch_size, check_sizes_unread, unbatched
 from .trace import Tracer, Unsupported, active_mode
 
 RECOMPILE_LIMIT = 8
@@ -82,6 +84,18 @@ class Entry:
         self.program, self.objs, self.reason, self.compile_s = program, objs, reason, compile_s
 
 
+class Batches:
+    """dynamic=True: the calls whose guard keys differ only in their batch size.
+    `first`: (batch, program, objects) of the first trace; `template`: the
+    batch.Template once a second batch size traced alike, or `static`: why not;
+    `sizes`: the batch sizes built from the template."""
+    __slots__ = ("first", "template", "static", "sizes")
+
+    def __init__(self):
+        self.first = self.template = self.static = None
+        self.sizes = []
+
+
 class CompiledFunction:
     """What `jitgrad.compile(fn)` returns: call it as you would call fn."""
 
@@ -91,17 +105,13 @@ class CompiledFunction:
         if mode not in MODES:
             raise RuntimeError(f"Unrecognized mode={mode!r}: use one of "
                                f"{', '.join(repr(m) for m in MODES)}")
-        if dynamic:
-            raise NotImplementedError(
-                "jitgrad.compile(dynamic=True): symbolic shapes are not implemented; leave "
-                "dynamic unset and each new input shape is traced once (up to "
-                f"{RECOMPILE_LIMIT} signatures per function)")
         self._fn = fn
         self.fullgraph = fullgraph
         self.dynamic = dynamic
         self.mode = mode
         self._cache = {}        # guard key -> [Entry]
         self._by_tensors = {}   # tensors_key -> the same lists, for calls of tensors only
+        self._batches = {}      # dynamic=True: unbatched guard key -> Batches
         self.traces = 0
         self.breaks = []       # (reason, user line) of each broken trace
         self.eager_calls = 0   # calls that ran eagerly (a break, a state, the limit)
@@ -149,6 +159,10 @@ class CompiledFunction:
                 return self._fn(*args, **kwargs)
         if key is None:
             key, flat, objs = signature(args, kwargs)
+        if self.dynamic:
+            prog = self._resized(key, flat, objs)
+            if prog is not None:
+                return prog.run(flat)
         if self.traces >= RECOMPILE_LIMIT:
             if not self._warned:
                 self._warned = True
@@ -172,12 +186,79 @@ class CompiledFunction:
         self._cache[key].append(
             Entry(prog, objs, None if prog is not None else self.breaks[-1],
                   time.perf_counter() - t0))
+        if self.dynamic and prog is not None:
+            self._compare(key, flat, objs, prog)
         return result
+
+    def _batch_family(self, key, flat):
+        """(the call's batch size, the Batches of its unbatched key), or (None, None)."""
+        b = batch_size(flat)
+        if b is None:
+            return None, None
+        return b, self._batches.setdefault(unbatched(key), Batches())
+
+    def _compare(self, key, flat, objs, prog):
+        """After a trace: the first program of a batch family is kept; the first at
+        another batch size decides whether the family has one program for all."""
+        b, family = self._batch_family(key, flat)
+        if family is None or family.template is not None or family.static is not None:
+            return
+        try:
+            if family.first is None:
+                family.first = (b, prog, objs)
+                check_sizes_unread(prog)
+                return
+            b1, p1, objs1 = family.first
+            if b != b1 and len(objs) == len(objs1) and all(
+                    x is y for x, y in zip(objs, objs1)):
+                family.template = Template(p1, b1, prog, b)
+        except Static as e:
+            family.static = str(e)
+
+    def _resized(self, key, flat, objs):
+        """dynamic=True: the family's program built for this call's batch size (no
+        trace), kept under the call's key; None where there is none to build."""
+        b, family = self._batch_family(key, flat)
+        if family is None or family.template is None:
+            return None
+        objs1 = family.first[2]
+        if len(objs) != len(objs1) or any(x is not y for x, y in zip(objs, objs1)) or \
+                not family.template.first.externals_match():
+            return None
+        t0 = time.perf_counter()
+        try:
+            prog = family.template.program(b, background=self.mode != "max-autotune")
+        except Static:  # a scaled size is not whole at this batch size: trace it
+            return None
+        self._cache[key].append(Entry(prog, objs, None, time.perf_counter() - t0))
+        family.sizes.append(b)
+        return prog
+
+    def _batch_status(self, args, kwargs):
+        """explain()'s line on the batch dimension of a call, or None without dynamic."""
+        if not self.dynamic:
+            return None
+        key, flat, _ = signature(args, kwargs)
+        b = batch_size(flat)
+        if b is None:
+            return "static: the tensor arguments share no leading (batch) size"
+        family = self._batches.get(unbatched(key))
+        if family is None or family.first is None:
+            return "not known yet: the first batch size traced is kept, a second decides"
+        if family.static is not None:
+            return f"static (each batch size is traced): {family.static}"
+        if family.template is None:
+            return (f"not known yet: traced at batch {family.first[0]}; a second batch "
+                    "size decides")
+        sizes = ", ".join(str(s) for s in family.sizes) or "none yet"
+        return (f"symbolic: traced at two batch sizes; programs built without a trace "
+                f"for {sizes}")
 
     def _reset(self):
         """Forget every program (a compiled module's parameter was rebound)."""
         self._cache.clear()
         self._by_tensors.clear()
+        self._batches.clear()
 
     def entries(self):
         return [e for entries in self._cache.values() for e in entries]

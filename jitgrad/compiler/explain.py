@@ -13,11 +13,12 @@ from .api import CompiledFunction, CompiledModule, signature, trace_call
 
 
 class ExplainOutput:
-    def __init__(self, program, broken, guards, trace_s, kernels, kernel_s):
+    def __init__(self, program, broken, guards, trace_s, kernels, kernel_s, batch=None):
         self.graph_count = 0 if program is None else 1
         self.graph_break_count = 0 if broken is None else 1
         self.break_reasons = [] if broken is None else [broken]
         self.guards = guards
+        self.batch_dimension = batch  # dynamic=True: what the compiled function does with it
         self.program = program
         self.trace_seconds = trace_s
         self.kernels_compiled = kernels
@@ -47,6 +48,8 @@ class ExplainOutput:
                 if ex:
                     lines.append(f"Executors ({part}): " + ", ".join(
                         f"{k}: {n} instructions in {s} steps" for k, (s, n) in ex.items()))
+        if self.batch_dimension is not None:
+            lines.append(f"Batch dimension (dynamic=True): {self.batch_dimension}")
         lines.append("Guards:")
         lines += [f"  {g}" for g in self.guards]
         lines.append(f"Trace: {self.trace_seconds:.3f} s; kernels compiled: "
@@ -92,11 +95,14 @@ def _describe_guards(key):
 
 def explain(fn, *args, **kwargs):
     """Trace fn(*args, **kwargs) once (running it) and report the capture."""
+    batch = None
     if isinstance(fn, CompiledModule):
+        batch = fn._compiled._batch_status(args, kwargs)
         fn = fn._orig_mod
     if isinstance(fn, Module):
         fn = fn.__call__
     if isinstance(fn, CompiledFunction):
+        batch = fn._batch_status(args, kwargs)
         fn = fn._fn
     key, flat, objs = signature(args, kwargs)
     before = compile_stats()
@@ -111,4 +117,4 @@ def explain(fn, *args, **kwargs):
         guards += [f"external %{s}: the same tensor, {prog.meta[s]!r}, "
                    f"requires_grad={prog.meta[s].rg}, no hooks" for s, _ in prog.externals]
     return ExplainOutput(prog, None if prog is not None else result[1], guards, trace_s, kernels,
-                         kernel_s)
+                         kernel_s, batch)

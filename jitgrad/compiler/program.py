@@ -370,6 +370,8 @@ class Program:
         self.ready = _DONE
         self.build_error = None
         self.guards = ()  # callables that must all return True for a replay (trace.py)
+        # where the function read a batch-dependent size as a Python number (batch.py)
+        self.shape_read = None
         self._worker = None  # the thread building the executors' tapes, not started yet
 
     def set_backward(self, meta, outs, grads_in, sources, instrs, grads_out):

@@ -34,15 +34,24 @@ class Unsupported(RuntimeError):
     """What `fullgraph=True` raises at a graph break: the call and the user's line."""
 
 
+def _ours(f):
+    return f.f_code.co_filename.startswith(_PACKAGE) or f.f_code.co_filename.startswith("<jitgrad ")
+
+
+def _line(f):
+    return f"{f.f_code.co_filename}:{f.f_lineno} in {f.f_code.co_name}"
+
+
 def user_frame():
     """'file:line in function' of the innermost frame outside jitgrad."""
     f = sys._getframe(1)
-    while f is not None and (f.f_code.co_filename.startswith(_PACKAGE)
-                             or f.f_code.co_filename.startswith("<jitgrad ")):
+    while f is not None and _ours(f):
         f = f.f_back
-    if f is None:
-        return "<unknown>"
-    return f"{f.f_code.co_filename}:{f.f_lineno} in {f.f_code.co_name}"
+    return "<unknown>" if f is None else _line(f)
+
+
+# The files between a size read and its reader: Tensor's methods and the hook.
+_SIZE_READS = (_PACKAGE + "tensor.py", _PACKAGE + "_trace.py", __file__)
 
 
 def _accumulate_grad(var, g):
@@ -81,6 +90,7 @@ class Tracer:
         self.instrs = []
         self.guards = {}        # id(owner) -> (owner, check): see _trace.guard
         self.deferred = Deferred(SMALL_ELEMENTS)
+        self.shape_read = None  # see read_shape
 
     # ---- what the hooks ask -----------------------------------------------------------
     def recording(self):
@@ -98,6 +108,18 @@ class Tracer:
         """Tensor.__init__ reports each tensor made while the trace runs."""
         self.born_ids.add(id(t))
         self._watch(t)
+
+    def read_shape(self, t):
+        """A size of `t` read as a Python number: where user code first read one of a
+        tensor made from the arguments (it may depend on the batch size, compiler/batch.py)."""
+        if self.shape_read is None and self.active() and (
+                id(t) in self.born_ids or self.slot_of.get(id(t)) in
+                {s for s, _ in self.inputs}):
+            f = sys._getframe(1)
+            while f is not None and f.f_code.co_filename in _SIZE_READS:
+                f = f.f_back
+            if f is not None and not _ours(f):  # read by the user's code, not jitgrad's
+                self.shape_read = _line(f)
 
     def _watch(self, obj):
         key = id(obj)
@@ -363,6 +385,7 @@ class Tracer:
         prog = Program(self.meta, self.inputs, self.externals, self.instrs, outs,
                        self.ran_backward)
         prog.guards = tuple(check for _, check in self.guards.values())
+        prog.shape_read = self.shape_read
         return prog, _eager_view(result, self)
 
     def _final(self, v):
