@@ -70,6 +70,9 @@ def index_put_zeros(g, shape, key):
 def _scattered(g, shape, key):
     """zeros(shape) with array `g` added at `key`."""
     arr = np.zeros(shape, g.dtype, like=g)
+    if type(key) is int:  # x[i], as getitem takes it
+        arr[key] = g
+        return arr
     k, advanced = _norm_key(key, len(shape))
     if advanced:
         np.add.at(arr, k, g)

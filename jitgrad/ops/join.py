@@ -75,8 +75,9 @@ def _stack_backward(node, g):
     d, n = node._attrs
     arr = g._data
     if records_nothing() and type(arr) is HOST_ARRAY:  # the views unbind makes, unrecorded
+        # the Ellipsis keeps a 0-d part an array (a view), not a numpy scalar to convert
         lead = (slice(None),) * d
-        return tuple(Tensor(arr[lead + (i,)]) for i in range(n))
+        return [Tensor(arr[lead + (i, Ellipsis)]) for i in range(n)]
     return unbind(g, d)
 
 

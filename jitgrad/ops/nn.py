@@ -27,7 +27,8 @@ def _softmax_array(x, dim):
 
 
 def _softmax_grad(o, g, dim):
-    return o * (g - (g * o).sum(axis=dim if o.ndim else None, keepdims=True))
+    # the ufunc's reduce: what ndarray.sum runs, without its Python layer (small tensors)
+    return o * (g - np.add.reduce(g * o, axis=dim if o.ndim else None, keepdims=True))
 
 
 def _shifted(x, dim, who):

@@ -131,6 +131,22 @@ def test_add_passes_the_gradient_through_as_torch():
         np.testing.assert_array_equal(gb.numpy(), [-0.5, 1.0])
 
 
+@pytest.mark.skipif(torch is None, reason="needs torch")
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(), (16,)])
+def test_number_in_a_backward_formula_computes_in_the_tensors_dtype(dtype, shape):
+    """x * 0.1's partial is the number: the backward multiplies by it in the tensor's
+    dtype, as torch does (in float64 and rounded back, float32 bits would differ)."""
+    a = np.linspace(-2, 2, int(np.prod(shape))).astype(dtype).reshape(shape) + 0.3
+    grads = []
+    for lib in (jitgrad, torch):
+        x = lib.tensor(a, requires_grad=True)
+        (x * 0.1 * x * 3.7).sum().backward()
+        grads.append(x.grad.numpy())
+    assert grads[0].dtype == grads[1].dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(grads[0], grads[1])
+
+
 def test_gradient_edge_follows_the_tensors_history():
     # a tensor's edge is made once and shared by the ops that take it, until its
     # history changes (an in-place op gives it a new grad_fn)
