@@ -3,8 +3,12 @@
 Each call computes a guard key from its arguments (tensor shapes, dtypes,
 devices and requires_grad; Python values by value; other objects by
 identity) and the grad mode. A known key runs its program; a new key traces
-the function (that call runs eagerly, recording) and keeps the program. A
-function whose trace broke runs eagerly for that key. After
+the function (that call runs eagerly, recording) and keeps the program.
+Whether an argument's .grad is None is checked per program, only where the
+step reads it before assigning it (Tracer.grad_guards): a step that starts
+with `x.grad = None` replays whatever the previous call left there. A
+function whose trace broke runs eagerly for that key and the .grad states
+(None or set) of its tensor arguments. After
 `RECOMPILE_LIMIT` traces of one function, new keys run eagerly with one
 warning, as torch.compile does. With `dynamic=True`, calls that differ only
 in their batch size share one program where it allows (compiler/batch.py).
@@ -33,7 +37,7 @@ def _key(v, flat, objs):
         flat.append(v)
         d = v._data
         return ("T", d.shape, d.dtype, type(d), v._rg, v.grad_fn is None,
-                v._grad_value is None, bool(v._hooks or v._post_hooks))
+                bool(v._hooks or v._post_hooks))
     if t is np.ndarray:
         flat.append(v)
         return ("A", v.shape, v.dtype)
@@ -59,7 +63,7 @@ def tensors_key(args):
             return None
         d = a._data
         parts.append((d.shape, d.dtype, type(d), a._rg, a.grad_fn is None,
-                      a._grad_value is None, not (a._hooks or a._post_hooks)))
+                      not (a._hooks or a._post_hooks)))
     if len(args) > 1 and len({id(a) for a in args}) < len(args):
         return None
     return tuple(parts)
@@ -77,11 +81,24 @@ def signature(args, kwargs):
     return key, flat, objs
 
 
-class Entry:
-    __slots__ = ("program", "objs", "reason", "compile_s")
+def grad_state(flat):
+    """(position, .grad is None) of each tensor argument: the grad guards of a trace
+    that broke (what the step would have read of them is not known)."""
+    return tuple((i, t._grad_value is None) for i, t in enumerate(flat) if isinstance(t, Tensor))
 
-    def __init__(self, program, objs, reason, compile_s):
-        self.program, self.objs, self.reason, self.compile_s = program, objs, reason, compile_s
+
+def grads_match(guards, flat):
+    """Whether the arguments' .grad is None where it was at the trace, for the
+    positions in `guards` ((position, .grad was None): Tracer.grad_guards)."""
+    return all((flat[pos]._grad_value is None) is none for pos, none in guards)
+
+
+class Entry:
+    __slots__ = ("program", "objs", "grad_guards", "reason", "compile_s")
+
+    def __init__(self, program, objs, grad_guards, reason, compile_s):
+        self.program, self.objs, self.grad_guards = program, objs, grad_guards
+        self.reason, self.compile_s = reason, compile_s
 
 
 class Batches:
@@ -149,14 +166,15 @@ class CompiledFunction:
         # Programs of one key differ in what the key does not show (a parameter's shape,
         # a module's train/eval mode): the first whose guards hold runs.
         for entry in entries:
-            if not all(a is b for a, b in zip(entry.objs, objs)):
+            if not all(a is b for a, b in zip(entry.objs, objs)) or \
+                    not grads_match(entry.grad_guards, flat):
                 continue
             prog = entry.program
-            if prog is not None and prog.externals_match():
-                return prog.run(flat)
             if prog is None:
                 self.eager_calls += 1
                 return self._fn(*args, **kwargs)
+            if prog.externals_match():
+                return prog.run(flat)
         if key is None:
             key, flat, objs = signature(args, kwargs)
         if self.dynamic:
@@ -178,14 +196,15 @@ class CompiledFunction:
     def _trace(self, key, flat, objs, args, kwargs):
         self.traces += 1
         t0 = time.perf_counter()
+        grads = grad_state(flat)
         prog, result = trace_call(self._fn, args, kwargs, flat, self.fullgraph,
                                   background=self.mode != "max-autotune")
         if prog is None:
             self.breaks.append(result[1])
             result = result[0]
         self._cache[key].append(
-            Entry(prog, objs, None if prog is not None else self.breaks[-1],
-                  time.perf_counter() - t0))
+            Entry(prog, objs, grads if prog is None else prog.grad_guards,
+                  None if prog is not None else self.breaks[-1], time.perf_counter() - t0))
         if self.dynamic and prog is not None:
             self._compare(key, flat, objs, prog)
         return result
@@ -222,15 +241,17 @@ class CompiledFunction:
         if family is None or family.template is None:
             return None
         objs1 = family.first[2]
+        first = family.template.first
         if len(objs) != len(objs1) or any(x is not y for x, y in zip(objs, objs1)) or \
-                not family.template.first.externals_match():
+                not first.externals_match() or not grads_match(first.grad_guards, flat):
             return None
         t0 = time.perf_counter()
         try:
             prog = family.template.program(b, background=self.mode != "max-autotune")
         except Static:  # a scaled size is not whole at this batch size: trace it
             return None
-        self._cache[key].append(Entry(prog, objs, None, time.perf_counter() - t0))
+        self._cache[key].append(Entry(prog, objs, prog.grad_guards, None,
+                                      time.perf_counter() - t0))
         family.sizes.append(b)
         return prog
 

@@ -149,6 +149,7 @@ class Template:
             check_sizes_unread(p)
         if len(p1.meta) != len(p2.meta) or p1.inputs != p2.inputs or \
                 p1.ran_backward != p2.ran_backward or len(p1.guards) != len(p2.guards) or \
+                p1.grad_guards != p2.grad_guards or \
                 [(s, id(t)) for s, t in p1.externals] != [(s, id(t)) for s, t in p2.externals] \
                 or (p1.backward is None) != (p2.backward is None):
             raise Static(f"the programs at batch {b1} and {b2} have different slots")
@@ -171,7 +172,7 @@ class Template:
         meta = [None if m is None else SlotMeta(*_fill(m, b)) for m in self.meta]
         prog = Program(meta, p.inputs, p.externals, _at(self.instrs, b), _fill(self.outputs, b),
                        p.ran_backward)
-        prog.guards = p.guards
+        prog.guards, prog.grad_guards = p.guards, p.grad_guards
         if self.backward is not None:
             outs, grads_in, sources, binstrs, grads_out = self.backward
             prog.set_backward(meta, outs, grads_in, sources, _at(binstrs, b), grads_out)

@@ -70,10 +70,10 @@ def _describe_guards(key):
     def walk(k, where):
         kind = k[0]
         if kind == "T":
-            _, shape, dtype, atype, rg, leaf, no_grad, hooked = k
+            _, shape, dtype, atype, rg, leaf, hooked = k
             out.append(f"{where}: tensor {dtype}{list(shape)} on "
                        f"{'cpu' if atype.__module__ == 'numpy' else 'cuda'}, requires_grad={rg}, "
-                       f"{'leaf' if leaf else 'non-leaf'}, .grad {'None' if no_grad else 'set'}")
+                       f"{'leaf' if leaf else 'non-leaf'}")
         elif kind == "A":
             out.append(f"{where}: ndarray {k[2]}{list(k[1])}")
         elif kind == "O":
@@ -114,6 +114,8 @@ def explain(fn, *args, **kwargs):
     kernel_s = after["compile_seconds"] - before["compile_seconds"]
     guards = _describe_guards(key)
     if prog is not None:
+        guards += [f"tensor argument {pos}: .grad {'None' if none else 'set'} (the step "
+                   "reads it before assigning it)" for pos, none in prog.grad_guards]
         guards += [f"external %{s}: the same tensor, {prog.meta[s]!r}, "
                    f"requires_grad={prog.meta[s].rg}, no hooks" for s, _ in prog.externals]
     return ExplainOutput(prog, None if prog is not None else result[1], guards, trace_s, kernels,

@@ -53,17 +53,26 @@ class Instr:
     """One recorded call. `op`: the ElementwiseOp of an elementwise call (whose
     args then start with the op itself), else None; `name`: the op or method
     name; `outs`: a Ref, a tuple/list of them, or a constant (None)."""
-    __slots__ = ("fn", "name", "args", "kwargs", "outs", "inplace", "op")
+    __slots__ = ("fn", "name", "args", "kwargs", "outs", "inplace", "op", "_reads", "_writes")
 
     def __init__(self, fn, name, args, kwargs, outs, inplace, op):
         self.fn, self.name, self.args, self.kwargs = fn, name, args, kwargs
         self.outs, self.inplace, self.op = outs, inplace, op
+        self._reads = self._writes = None
 
+    # An instruction is not changed once made, and building a program's tapes asks
+    # each for its slots many times (every executor, the unused and freeing passes).
     def reads(self):
-        return list(iter_refs(self.args)) + list(iter_refs(tuple(self.kwargs.values())))
+        """The slots the call reads (Refs, in argument order, repeats kept)."""
+        if self._reads is None:
+            self._reads = tuple(iter_refs(self.args)) + tuple(iter_refs(self.kwargs))
+        return self._reads
 
     def writes(self):
-        return list(iter_refs(self.outs))
+        """The slots the call writes."""
+        if self._writes is None:
+            self._writes = tuple(iter_refs(self.outs))
+        return self._writes
 
     def __repr__(self):
         args = ", ".join(repr(a) for a in (self.args[1:] if self.op is not None else self.args))
@@ -370,6 +379,8 @@ class Program:
         self.ready = _DONE
         self.build_error = None
         self.guards = ()  # callables that must all return True for a replay (trace.py)
+        # (position, .grad was None) of the tensor arguments whose .grad the step reads
+        self.grad_guards = ()
         # where the function read a batch-dependent size as a Python number (batch.py)
         self.shape_read = None
         self._worker = None  # the thread building the executors' tapes, not started yet

@@ -22,8 +22,9 @@ import numpy as np
 from .. import _state
 from .._node import AccumulateGrad
 from ..autograd import engine
+from ..dtypes import dtype
 from ..ops.creation import ones_like
-from ..tensor import Tensor
+from ..tensor import Tensor, device
 from .deferred import Deferred
 from .program import SMALL_ELEMENTS, Instr, Program, Ref, SlotMeta, iter_refs
 
@@ -86,6 +87,7 @@ class Tracer:
         self.counters = []      # per slot: the tensor's version counter (views share one)
         self.tensors = []       # per slot: the traced object, or a weak ref (see obj)
         self.inputs = []        # (slot, position in the flattened arguments)
+        self.grad_was_none = {}  # tensor argument slot -> whether its .grad was None
         self.externals = []     # (slot, tensor) read by identity: parameters, constants
         self.instrs = []
         self.guards = {}        # id(owner) -> (owner, check): see _trace.guard
@@ -163,6 +165,30 @@ class Tracer:
     def add_input(self, obj, position):
         slot = self._new_slot(obj, isinstance(obj, Tensor) and obj._rg)
         self.inputs.append((slot, position))
+        if isinstance(obj, Tensor):
+            self.grad_was_none[slot] = obj._grad_value is None
+
+    def grad_guards(self):
+        """(position, whether its .grad was None) of each tensor argument whose incoming
+        .grad the step observes: it reads it, or a backward accumulates into it, before
+        the step assigns it (a step that sets `x.grad = None` first runs the same way
+        whatever the caller left there, so its guard key leaves the .grad out)."""
+        pending, observed = set(self.grad_was_none), set()
+        for ins in self.instrs:
+            if not pending:
+                break
+            if ins.name in _GRAD_EFFECTS:
+                slot = ins.args[0]
+                if type(slot) is Ref and slot in pending:
+                    pending.discard(slot)
+                    if ins.name != "set_grad":
+                        observed.add(slot)
+            elif _reaches_tensors(ins.args[1:] if ins.op is not None else ins.args) or \
+                    _reaches_tensors(ins.kwargs):
+                observed |= pending  # an optimizer's step() reads the .grad it holds
+                pending.clear()
+        was_none = self.grad_was_none
+        return tuple(sorted((pos, was_none[s]) for s, pos in self.inputs if s in observed))
 
     def _ref(self, t):
         slot = self.slot_of.get(id(t))
@@ -385,6 +411,7 @@ class Tracer:
         prog = Program(self.meta, self.inputs, self.externals, self.instrs, outs,
                        self.ran_backward)
         prog.guards = tuple(check for _, check in self.guards.values())
+        prog.grad_guards = self.grad_guards()
         prog.shape_read = self.shape_read
         return prog, _eager_view(result, self)
 
@@ -454,6 +481,25 @@ def active_mode():
 
 class _Untraceable(Exception):
     pass
+
+
+# The recorded calls on a tensor's .grad: the getter, backward()'s accumulation (both
+# depend on what is there) and the setter (after which nothing does).
+_GRAD_EFFECTS = ("grad", "accumulate_grad", "set_grad")
+# Instruction arguments that hold no tensor but through a slot (Ref is an int).
+_PLAIN = (int, float, complex, str, bytes, slice, type(None), type(Ellipsis), np.dtype,
+          np.generic, type, dtype, device)
+
+
+def _reaches_tensors(v):
+    """Whether instruction arguments hold an object through which the call may reach
+    tensors other than its arguments (an optimizer, a module: their step() and
+    zero_grad() read and clear the .grad of the parameters they hold)."""
+    if type(v) in (list, tuple) or isinstance(v, tuple):
+        return any(_reaches_tensors(x) for x in v)
+    if type(v) is dict:
+        return any(_reaches_tensors(x) for x in v.values())
+    return not isinstance(v, _PLAIN)
 
 
 def _as_tuple(v):

@@ -39,7 +39,7 @@ def leaves(*arrays):
 
 def check_steps(step, arrays, steps=4):
     """Run `step` eagerly and compiled on twin leaves; compare results and .grad
-    after every step (the first two compiled calls trace: .grad None, then set).
+    after every step.
     Returns the explain() report of the capture."""
     eager, comp = leaves(*arrays), leaves(*arrays)
     f = jitgrad.compile(step, mode="max-autotune")  # the tape is built before replays
