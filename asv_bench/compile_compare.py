@@ -276,7 +276,7 @@ def first_main(impl, row):
 def first_compiled_step(case):
     """perf_counter() at the result of the first step that a jitgrad.compile case runs
     as its compiled program: after its kernels are ready, a call that traced nothing
-    (W7 traces again once x.grad is set)."""
+    (a step whose backward accumulates into .grad traces again once it is set)."""
     for _ in range(RETRACES):
         traces = case.fn.traces
         case.wait()

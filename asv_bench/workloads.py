@@ -62,7 +62,7 @@ class Case:
 
     def warm_up(self, steps=2):
         """Steps until the steady state: jitgrad.compile traces again once .grad is
-        set after the first step, and the first replay of a built program still
+        set after the first step where the step accumulates into it, and the first replay of a built program still
         loads its kernels (about 10 ms for W2), so step, wait, and step again."""
         for _ in range(steps):
             self.step()
