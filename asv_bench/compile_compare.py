@@ -104,8 +104,12 @@ RETRACES = 3     # calls a warm jitgrad.compile process may trace in before a co
 
 def child_env(**extra):
     path = [ROOT] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])
+    # The workers take turns on the same cores: OpenBLAS's threads (numpy's BLAS, in the
+    # jitgrad workers) spin long after each product and would slow whichever worker runs
+    # next (docs/performance.md, "Two numpy processes on the same cores").
     return dict(os.environ, PYTHONPATH=os.pathsep.join(path), OMP_WAIT_POLICY="passive",
-                JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0", **extra)
+                OPENBLAS_THREAD_TIMEOUT="4", JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+                **extra)
 
 
 def stop(proc):
