@@ -8,6 +8,7 @@ import enum
 import importlib.util
 import os
 import sys
+import time
 
 from .._trace import graph_break
 
@@ -126,6 +127,9 @@ def _abort_on_uncaught_exception(world):
                          "for it\n")
         sys.stdout.flush()
         sys.stderr.flush()
+        # MPICH's launcher tears the job down at once on an abort and can drop output
+        # it has not forwarded yet: give it a moment to pass the traceback on.
+        time.sleep(0.2)
         world.MPI.COMM_WORLD.Abort(1)
     return hook
 
