@@ -522,9 +522,10 @@ def _pooled_out(arrays, kdt):
 
 
 _ONE = (1, 1)  # (mask, tensors) of a one-operand op
-# A node's saved operands when it saves none and every operand is a tensor: shared,
-# as ARRAY_METAS's tuples are.
-_NO_SAVED_1, _NO_SAVED_2 = (None,), (None, None)
+# A node's saved operands when it saves none and every operand is a tensor, by number
+# of operands: shared, as ARRAY_METAS's tuples are.
+_NO_SAVED = {n: (None,) * n for n in (1, 2, 3)}
+_NO_SAVED_1, _NO_SAVED_2 = _NO_SAVED[1], _NO_SAVED[2]
 
 
 def _operand_records(op, operands):
@@ -560,9 +561,6 @@ def _operand_records(op, operands):
     saved = (tuple(numbers) if numbers is not None else
              _NO_SAVED.get(op.n_args) or _NO_SAVED.setdefault(op.n_args, (None,) * op.n_args))
     return edges, metas, saved, mask, tensors
-
-
-_NO_SAVED = {1: _NO_SAVED_1, 2: _NO_SAVED_2}
 
 
 def _record_elementwise(op, operands, out, kdt):
