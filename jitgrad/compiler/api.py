@@ -22,6 +22,7 @@ from .. import _state
 from ..nn.modules.module import Module
 from ..tensor import Tensor
 from .batch import Static, Template, batch_size, check_sizes_unread, unbatched
+from .program import paused_gc
 from .trace import Tracer, Unsupported, active_mode
 
 RECOMPILE_LIMIT = 8
@@ -328,10 +329,11 @@ def trace_call(fn, args, kwargs, flat, fullgraph, background=False):
         tracer.add_input(v, i)
     _state.trace[0] = tracer
     try:
-        result = fn(*args, **kwargs)
-        prog, result = tracer.finish(result)
-        if prog is not None and not prog.ran_backward:
-            tracer.trace_backward(prog)
+        with paused_gc():
+            result = fn(*args, **kwargs)
+            prog, result = tracer.finish(result)
+            if prog is not None and not prog.ran_backward:
+                tracer.trace_backward(prog)
     finally:
         tracer.fill()  # deferred values still alive (results, saved tensors): computed now
         _state.trace[0] = None

@@ -8,6 +8,8 @@ tensor was. The program runs its instructions in order with grad mode off
 reader. Executors (compiler/executors.py) may take over runs of
 instructions and run them as compiled code; the rest run here, in Python.
 """
+import contextlib
+import gc
 import threading
 import warnings
 
@@ -20,6 +22,31 @@ from ..ops.record import FunctionNode, node_class, record
 from ..tensor import Tensor
 from .deferred import Deferred
 from .names import PURE
+
+
+_gc_pauses = [0, False]  # (threads inside paused_gc, whether they disabled the collector)
+_gc_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def paused_gc():
+    """The cyclic garbage collector off inside: tracing and lowering make tens of
+    thousands of objects that live on (instructions, tensors, tape rows), and each
+    full collection they trigger walks every object of the process (Numba's
+    included): a quarter of a second on a 1000-op graph. Only reference cycles
+    wait for the collector, and only until the block ends."""
+    with _gc_lock:
+        if _gc_pauses[0] == 0:
+            _gc_pauses[1] = gc.isenabled()
+            gc.disable()
+        _gc_pauses[0] += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pauses[0] -= 1
+            if _gc_pauses[0] == 0 and _gc_pauses[1]:
+                gc.enable()
 
 
 class Ref(int):
@@ -65,13 +92,18 @@ class Instr:
     def reads(self):
         """The slots the call reads (Refs, in argument order, repeats kept)."""
         if self._reads is None:
-            self._reads = tuple(iter_refs(self.args)) + tuple(iter_refs(self.kwargs))
+            found = []
+            _collect_refs(self.args, found)
+            _collect_refs(self.kwargs, found)
+            self._reads = tuple(found)
         return self._reads
 
     def writes(self):
         """The slots the call writes."""
         if self._writes is None:
-            self._writes = tuple(iter_refs(self.outs))
+            found = []
+            _collect_refs(self.outs, found)
+            self._writes = tuple(found)
         return self._writes
 
     def __repr__(self):
@@ -90,6 +122,21 @@ def iter_refs(v):
     elif type(v) is dict:
         for x in v.values():
             yield from iter_refs(x)
+
+
+def _collect_refs(v, found):
+    """iter_refs(v) appended to the list `found` (no generator per level)."""
+    t = type(v)
+    if t is Ref:
+        found.append(v)
+    elif t is list or t is tuple:
+        for x in v:
+            if type(x) is Ref:
+                found.append(x)
+            elif type(x) in (list, tuple, dict):
+                _collect_refs(x, found)
+    elif t is dict:
+        _collect_refs(tuple(v.values()), found)
 
 
 def resolve(v, env):
@@ -226,13 +273,13 @@ def unused(instrs, keep, runs):
     live, dead = set(keep), set()
     for i in range(len(instrs) - 1, -1, -1):
         ins = instrs[i]
-        writes = {int(r) for r in ins.writes()}
-        if i not in runs and writes and not writes & live and not ins.inplace and (
+        writes = ins.writes()  # Refs: equal to, and hashed as, their slot numbers
+        if i not in runs and writes and live.isdisjoint(writes) and not ins.inplace and (
                 ins.op is not None or ins.name in PURE):
             dead.add(i)
             continue
-        live -= writes
-        live.update(int(r) for r in ins.reads())
+        live.difference_update(writes)
+        live.update(ins.reads())
     return dead
 
 
@@ -280,6 +327,10 @@ class Tape:
                 self.segments.append(seg)
                 for i in range(seg.start, seg.stop):
                     taken[i] = seg
+        with paused_gc():
+            self._steps(meta, instrs, keep, taken, deferring)
+
+    def _steps(self, meta, instrs, keep, taken, deferring):
         steps, last = [], {}
         instrs = _products(meta, instrs, taken)  # what the Python tier runs
         self.unused = unused(instrs, keep, {i for i, seg in taken.items() if i not in seg.skips})
@@ -375,7 +426,9 @@ class Program:
         self.outputs = outputs
         self.ran_backward = ran_backward
         self.backward = None
-        self.forward_tape = self.backward_tape = None
+        self._compiled = None  # (forward, backward) tapes of the executors, once built
+        self._python = None    # the Python tier's, built at the first replay that runs it
+        self._python_lock = threading.Lock()
         self.ready = _DONE
         self.build_error = None
         self.guards = ()  # callables that must all return True for a replay (trace.py)
@@ -408,12 +461,14 @@ class Program:
         self._freed_outputs = tuple(r for r in dict.fromkeys(iter_refs(self.outputs))
                                     if self.meta[r].rg) if self.ran_backward else ()
         if background and EXECUTORS:
-            self._tapes((), deferring=True)
+            # The Python tier's tapes are built only if a replay comes before the
+            # executors' (a second process loads its kernels from the disk cache in
+            # less time than building them takes; Program.wait() needs none).
             self.ready = threading.Event()
             self._worker = threading.Thread(target=self._build_in_background, daemon=True,
                                             name="jitgrad.compile build")
         else:
-            self._tapes(EXECUTORS)
+            self._compiled = self._tapes(EXECUTORS)
 
     def _start_build(self):
         """Start the worker thread `build` made, at the first replay (or wait): not while
@@ -424,18 +479,38 @@ class Program:
             worker.start()
 
     def _tapes(self, executors, deferring=False):
+        """(forward, backward) tapes run by `executors` and the Python tier."""
         backward_tape = None
         if self.backward is not None:
             instrs, grads_out = self.backward[3], self.backward[4]
             backward_tape = Tape(self.meta, instrs, {int(r) for r in grads_out if r is not None},
                                  executors, deferring)
-        forward_tape = Tape(self.meta, self.instrs, self._keep, executors, deferring)
-        self.forward_tape, self.backward_tape = forward_tape, backward_tape
+        return Tape(self.meta, self.instrs, self._keep, executors, deferring), backward_tape
+
+    def tapes(self):
+        """The (forward, backward) tapes a replay runs now: the executors' once
+        built, else the Python tier's (made at their first use)."""
+        tapes = self._compiled
+        if tapes is not None:
+            return tapes
+        with self._python_lock:
+            if self._python is None:
+                self._python = self._tapes((), deferring=True)
+            return self._python
+
+    @property
+    def forward_tape(self):
+        return self.tapes()[0]
+
+    @property
+    def backward_tape(self):
+        return self.tapes()[1]
 
     def _build_in_background(self):
         try:
             with background_compilation():
-                self._tapes(EXECUTORS)
+                self._compiled = self._tapes(EXECUTORS)
+            self._python = None
         except Exception as e:  # the Python tier stays: correct, only slower
             self.build_error = e
             warnings.warn(f"jitgrad.compile: building compiled kernels failed ({e!r}); the "
@@ -458,8 +533,6 @@ class Program:
         return all(check() for check in self.guards)
 
     def run(self, flat):
-        if self.forward_tape is None:
-            self.build()
         if self._worker is not None:
             self._start_build()
         env = [None] * len(self.meta)
@@ -471,7 +544,7 @@ class Program:
         prev = loc.grad_enabled
         loc.grad_enabled = False
         try:
-            self.forward_tape.run(env)
+            self.tapes()[0].run(env)
         finally:
             loc.grad_enabled = prev
         if self.backward is not None and prev:

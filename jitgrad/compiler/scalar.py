@@ -31,7 +31,7 @@ from ..ops import indexing
 from ..ops.reduce import _axes
 from ..ops.registry import REGISTRY
 from ..tensor import Tensor
-from .program import SMALL_ELEMENTS, Ref, Segment, iter_refs, unused
+from .program import SMALL_ELEMENTS, Ref, Segment, iter_refs, paused_gc, unused
 
 NAME = "scalar tape"
 F32, F64, BOOL, I64 = (np.dtype(t) for t in (np.float32, np.float64, np.bool_, np.int64))
@@ -98,9 +98,13 @@ class _Lowering:
         self.kept_roots = set()
         self.made = set()   # slots made by this run's instructions
         self.effects = []   # (leaf slot, gradient cells or None): see _EFFECTS
+        self.promoted = {}  # kernel_dtypes' answers, by op, operand dtypes and scalar types
 
     # -- cells --
     def alloc(self, shape):
+        if not shape:  # the cells of most graphs of small tensors
+            self.n += 1
+            return np.array(self.n - 1, dtype=np.int64)
         size = math.prod(shape)
         cells = np.arange(self.n, self.n + size, dtype=np.int64).reshape(shape)
         self.n += size
@@ -112,7 +116,8 @@ class _Lowering:
         if cell is None:
             cell = self.consts[key] = self.n
             self.n += 1
-        return np.full(shape, cell, dtype=np.int64)
+        return np.array(cell, dtype=np.int64) if not shape else \
+            np.full(shape, cell, dtype=np.int64)
 
     def cells(self, ref):
         """The cells of slot `ref`: an input of the run (copied in) when no
@@ -132,7 +137,7 @@ class _Lowering:
         arrays broadcast to `shape`), one tape row per cell."""
         out = self.alloc(shape)
         if out.size == 1:  # most rows of graphs of 0-d tensors: no arrays
-            self.rows.append((opcode, int(out.flat[0]), *(int(c.flat[0]) for c in cols)))
+            self.rows.append((opcode, out.item(), *[c.item() for c in cols]))
         elif out.size:
             rows = np.zeros((out.size, 5), dtype=np.int64)
             rows[:, 0] = opcode
@@ -184,7 +189,7 @@ class _Lowering:
         if ins.name in _EFFECTS:
             self.effects.append(_EFFECTS[ins.name](self, *ins.args, **ins.kwargs))
             return
-        outs = list(iter_refs(ins.outs))
+        outs = ins.writes()
         if not outs or type(ins.outs) not in (Ref, tuple, list) or ins.inplace:
             raise _Unsupported("no new tensor result")
         if type(ins.outs) is Ref and int(ins.outs) in reads and (
@@ -251,11 +256,18 @@ class _Lowering:
                     scalars.append(v)
             else:
                 raise _Unsupported("operand type")
-        try:
-            kdt, res = _dt.kernel_dtypes(op.name, dims, zero, scalars, op.floating,
-                                         op.bool_promotes)
-        except TypeError:
-            raise _Unsupported("dtype") from None
+        key = (op, tuple(dims), tuple(zero), tuple(type(v) for v in scalars))
+        got = self.promoted.get(key)
+        if got is None:  # the promotion depends on the scalars' types, not values
+            try:
+                got = _dt.kernel_dtypes(op.name, dims, zero, scalars, op.floating,
+                                        op.bool_promotes)
+            except TypeError:
+                got = ()
+            self.promoted[key] = got
+        if not got:
+            raise _Unsupported("dtype")
+        kdt, res = got
         if m.dtype != (BOOL if op.bool_out else res):
             raise _Unsupported("dtype")
         if kdt == I64 and op.name in _SELECTIONS and all(
@@ -272,11 +284,12 @@ class _Lowering:
                 except OverflowError:
                     raise _Unsupported("constant out of range") from None
                 cols.append(self.const(value))
-        try:
-            if np.broadcast_shapes(*(c.shape for c in cols)) != m.shape:
-                raise _Unsupported("broadcast shape")
-        except ValueError:
-            raise _Unsupported("broadcast") from None
+        if any(c.shape != m.shape for c in cols):
+            try:
+                if np.broadcast_shapes(*(c.shape for c in cols)) != m.shape:
+                    raise _Unsupported("broadcast shape")
+            except ValueError:
+                raise _Unsupported("broadcast") from None
         return self.apply(code, m.shape, *cols)
 
     # -- composite rows --
@@ -629,15 +642,23 @@ def _accumulate(var, g):
 def scalar_tape(meta, instrs, keep, taken):
     """Segments over the maximal runs of instructions this executor lowers (with
     the unused ones inside them, which it leaves out)."""
-    reads = [[int(r) for r in ins.reads()] for ins in instrs]
+    with paused_gc():
+        skip = unused(instrs, keep, taken)
+        if all(i in taken or i in skip for i in range(len(instrs))):
+            return []
+    table = _interpreter()[0]  # (loaded, or compiled, with the collector on)
+    with paused_gc():
+        reads = [[int(r) for r in ins.reads()] for ins in instrs]
+        return list(_segments(meta, instrs, keep, taken, reads, skip, table))
+
+
+def _segments(meta, instrs, keep, taken, reads, skip, table):
     changed = _changed_in_place(instrs, reads)
-    skip = unused(instrs, keep, taken)
     last = {}
     for i, rs in enumerate(reads):
         if i not in skip:
             for r in rs:
                 last[r] = i
-    table = None
     i, n = 0, len(instrs)
     while i < n:
         start = i
@@ -649,8 +670,6 @@ def scalar_tape(meta, instrs, keep, taken):
                 continue
             if ins.name in _VIEWS and any(int(r) in changed for r in ins.writes()):
                 break
-            if table is None:
-                table = _interpreter()[0]
             low = low or _Lowering(meta, table)
             if low.n > MAX_CELLS or not low.try_lower(ins, reads[i], keep):
                 break
@@ -733,57 +752,100 @@ class _Compiled:
                 _accumulate(env[s], v if shape is None else v.reshape(shape))
 
 
+# Rounds of whole-tape merging of repeated rows before the row-by-row pass finishes
+# the job: each round merges the rows whose operands an earlier round merged, and
+# taped graphs need one to three.
+_MERGE_ROUNDS = 4
+_STORE_CODES = np.array(sorted(_STORES.values()))
+
+
 def _optimize(code, n_cells):
     """The tape without repeated rows (a row computing what an earlier one did
     reads that one's cell instead) and without rows no store depends on;
     checked to stay inside the arena (the interpreter indexes without bounds
     checks)."""
-    stores = set(_STORES.values())
-    alias = list(range(n_cells))
+    computed = ~np.isin(code[:, 0], _STORE_CODES)
+    if len(code) and (code[:, 2:].max() >= n_cells or code[computed, 1].max(initial=0)
+                      >= n_cells or code.min() < 0):
+        raise AssertionError("scalar tape: a cell index outside the arena (a jitgrad bug)")
+    alias = np.arange(n_cells)
+    for _ in range(_MERGE_ROUNDS):
+        if not _merge_round(code[computed], alias):
+            break
+    else:
+        _merge_rows(code, computed, alias)
+    first = np.ones(len(code), dtype=bool)  # a computed row is kept if it is its cell's first
+    first[computed] = alias[code[computed, 1]] == code[computed, 1]
+    code = code[first]
+    code[:, 2:] = alias[code[:, 2:]]
+    return _repeats(code[_live(code, n_cells)]).astype(np.uint32)
+
+
+def _merge_round(rows, alias):
+    """Point the out cell of each computed row in `rows` at the out cell of the first
+    row with its opcode and operands (read through `alias`, updated in place).
+    Whether any cell changed."""
+    key = np.column_stack([rows[:, 0], alias[rows[:, 2:]]])
+    order = np.lexsort(key.T[::-1])  # stable: a group starts with its earliest row
+    key = key[order]
+    starts = np.ones(len(order), dtype=bool)
+    starts[1:] = (key[1:] != key[:-1]).any(axis=1)
+    outs = rows[order, 1]
+    to = outs[starts][np.cumsum(starts) - 1]
+    changed = bool((alias[outs] != to).any())
+    alias[outs] = to
+    return changed
+
+
+def _merge_rows(code, computed, alias):
+    """_merge_round's result, row by row in tape order (a row's operands are final
+    when it is reached): for tapes whose repeats stack deeper than _MERGE_ROUNDS."""
     seen = {}
-    cols = [[] for _ in range(5)]  # lists of ints: not objects the garbage collector walks
-    for k, o, a, b, c in zip(*(code[:, j].tolist() for j in range(5))):
-        a, b, c = alias[a], alias[b], alias[c]
-        if k not in stores:
-            prev = seen.setdefault((k, a, b, c), o)
-            if prev != o:
-                alias[o] = prev
-                continue
-        for col, v in zip(cols, (k, o, a, b, c)):
-            col.append(v)
+    for k, o, a, b, c in code[computed].tolist():
+        seen.setdefault((k, int(alias[a]), int(alias[b]), int(alias[c])), o)
+        alias[o] = seen[k, int(alias[a]), int(alias[b]), int(alias[c])]
+
+
+def _live(code, n_cells):
+    """Which rows a store depends on."""
+    ks, os_, as_, bs, cs = code.T.tolist()
+    stores = set(_STORES.values())
     need = bytearray(n_cells)
-    live = bytearray(len(cols[0]))
-    ks, os_, as_, bs, cs = cols
+    live = bytearray(len(ks))
     for i in range(len(ks) - 1, -1, -1):
         if ks[i] in stores or need[os_[i]]:
             live[i] = 1
             need[as_[i]] = need[bs[i]] = need[cs[i]] = 1
-    keep = np.frombuffer(bytes(live), dtype=bool)
-    code = np.array(cols, dtype=np.int64).T[keep].reshape(-1, 5)
-    computed = ~np.isin(code[:, 0], list(stores))
-    if len(code) and (code[:, 2:].max() >= n_cells or code[computed, 1].max(initial=0)
-                      >= n_cells or code.min() < 0):
-        raise AssertionError("scalar tape: a cell index outside the arena (a jitgrad bug)")
-    return np.array(_repeats(code.tolist()), dtype=np.uint32).reshape(-1, 5)
+    return np.frombuffer(bytes(live), dtype=bool)
 
 
-def _repeats(rows):
-    """`rows` with each stretch of one opcode whose out advances by 1 and whose
+def _repeats(code):
+    """`code` with each stretch of one opcode whose out advances by 1 and whose
     operands each advance by one non-negative step (an op over a tensor's cells)
     written as a REPEAT row and its first row; the interpreter runs them in the
-    same order."""
-    out, i, n = [], 0, len(rows)
-    while i < n:
-        k, o, a, b, c = rows[i]
-        j = i + 1
-        if j < n and rows[j][0] == k and rows[j][1] == o + 1:
-            steps = (rows[j][2] - a, rows[j][3] - b, rows[j][4] - c)
-            if min(steps) >= 0:
-                while j < n and rows[j][0] == k and rows[j][1] == o + (j - i) and \
-                        rows[j][2:] == [a + steps[0] * (j - i), b + steps[1] * (j - i),
-                                        c + steps[2] * (j - i)]:
-                    j += 1
-                out.append([interp.REPEAT, j - i, *steps])
-        out.append(rows[i])
-        i = max(j, i + 1)
-    return out
+    same order. Stretches are taken first come: the row that ends one does not
+    start the next."""
+    step = code[1:, 1:] - code[:-1, 1:]
+    pairs = np.flatnonzero((code[1:, 0] == code[:-1, 0]) & (step[:, 0] == 1) &
+                           (step[:, 1:] >= 0).all(axis=1))  # row i and i + 1 continue
+    if not len(pairs):
+        return code
+    new = np.ones(len(pairs), dtype=bool)
+    new[1:] = (pairs[1:] != pairs[:-1] + 1) | (step[pairs[1:]] != step[pairs[:-1]]).any(axis=1)
+    firsts, lengths, end = [], [], -1
+    for s, e in zip(pairs[new].tolist(), pairs[np.append(new[1:], True)].tolist()):
+        s = max(s, end + 1)  # pairs s..e join rows s..e + 1
+        if s <= e:
+            firsts.append(s)
+            lengths.append(e + 2 - s)
+            end = e + 1
+    if not firsts:
+        return code
+    firsts, lengths = np.array(firsts), np.array(lengths)
+    inside = np.zeros(len(code) + 1, dtype=np.int64)
+    np.add.at(inside, firsts + 1, 1)
+    np.add.at(inside, firsts + lengths, -1)
+    rest = np.cumsum(inside[:-1]) == 0
+    rows = np.column_stack([np.full(len(firsts), interp.REPEAT), lengths, step[firsts, 1:]])
+    at = np.cumsum(rest)[firsts] - 1  # where each stretch's first row is among those kept
+    return np.insert(code[rest], at, rows, axis=0)
