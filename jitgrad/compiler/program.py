@@ -335,10 +335,11 @@ class Tape:
         instrs = _products(meta, instrs, taken)  # what the Python tier runs
         self.unused = unused(instrs, keep, {i for i, seg in taken.items() if i not in seg.skips})
         self.unused -= set(taken)
-        readers = {}
-        for ins in instrs:
-            for r in dict.fromkeys(int(r) for r in ins.reads()):
-                readers.setdefault(r, []).append(ins)
+        readers = {}  # (what _transposed_product asks of the products' results)
+        if any(ins.fn is _product for ins in instrs):
+            for ins in instrs:
+                for r in dict.fromkeys(int(r) for r in ins.reads()):
+                    readers.setdefault(r, []).append(ins)
         i = 0
         while i < len(instrs):
             seg = taken.get(i)

@@ -12,6 +12,7 @@ import pytest
 import jitgrad
 from jitgrad.compiler import scalar
 from jitgrad.compiler.program import Ref
+from jitgrad.kernels import interp
 from jitgrad.ops.registry import FUNCTIONS, REGISTRY
 from jitgrad.testing import build
 
@@ -470,3 +471,79 @@ def test_every_lowered_op_sample_matches_eager(name, dtype):
             assert any((ins.name == name or not named) and c
                        for ins, c in zip(prog.instrs, _claimed(prog))), \
                 prog.forward_tape.describe()
+
+
+def _repeats_row_by_row(rows):
+    """REPEAT compaction written as the interpreter reads it: a stretch starts at
+    each row not yet taken and takes the following rows while they continue it."""
+    out, i = [], 0
+    while i < len(rows):
+        k, o, *ops = rows[i]
+        j = i + 1
+        if j < len(rows) and rows[j][0] == k and rows[j][1] == o + 1:
+            steps = [b - a for a, b in zip(ops, rows[j][2:])]
+            if min(steps) >= 0:
+                while j < len(rows) and rows[j][0] == k and rows[j][1] == o + j - i and \
+                        rows[j][2:] == [a + s * (j - i) for a, s in zip(ops, steps)]:
+                    j += 1
+                out.append([interp.REPEAT, j - i, *steps])
+        out.append(rows[i])
+        i = max(j, i + 1)
+    return out
+
+
+def test_repeat_compaction_takes_stretches_first_come():
+    rng = np.random.default_rng(0)
+    compacted = 0
+    for _ in range(500):
+        rows = []
+        for _ in range(rng.integers(0, 6)):  # stretches that may touch, overlap, break
+            k, o = rng.integers(6, 8), rng.integers(0, 5)
+            base, step = rng.integers(0, 5, 3), rng.integers(-1, 3, 3)
+            rows += [[k, o + j, *np.maximum(base + step * j, 0)] for j in range(rng.integers(1, 6))]
+        code = np.array(rows, dtype=np.int64).reshape(-1, 5)
+        want = np.array(_repeats_row_by_row(code.tolist()), dtype=np.int64).reshape(-1, 5)
+        np.testing.assert_array_equal(scalar._repeats(code), want)
+        compacted += len(want) < len(code)
+    assert compacted > 100
+
+
+def _chains(n_chains, length):
+    """A tape of `n_chains` identical chains of unary rows from cell 0 (two opcodes in
+    turn: no REPEAT stretch), each storing its end: every chain after the first
+    repeats the first, row for row, so merging them takes `length` whole-tape rounds."""
+    n, rows = 1, []
+    for c in range(n_chains):
+        prev = 0
+        for j in range(length):
+            rows.append([7 + j % 2, n, prev, 0, 0])
+            prev, n = n, n + 1
+        rows.append([interp.STORE_F64, 2 * c, prev, 0, 0])  # (2 * c: no REPEAT)
+    return np.array(rows, dtype=np.int64), n
+
+
+@pytest.mark.parametrize("rounds", [0, 1, 4, 50])
+def test_merging_repeated_rows_needs_no_fixed_number_of_rounds(monkeypatch, rounds):
+    code, n = _chains(3, 10)
+    monkeypatch.setattr(scalar, "_MERGE_ROUNDS", rounds)
+    tape = scalar._optimize(code, n)
+    # one chain is left, and all three stores read its end
+    assert np.isin(tape[:, 0], (7, 8)).sum() == 10
+    stores = tape[tape[:, 0] == interp.STORE_F64]
+    assert len(stores) == 3 and len(set(stores[:, 2].tolist())) == 1
+
+
+def test_the_w7_tape_is_the_same_merged_either_way(monkeypatch):
+    """Real tapes (W7's) come out of whole-tape rounds as out of the row-by-row pass."""
+    seen = []
+    optimize = scalar._optimize
+    monkeypatch.setattr(scalar, "_optimize", lambda code, n: seen.append((code, n)) or
+                        optimize(code, n))
+    x = jitgrad.tensor(np.linspace(-1, 1, 100, dtype=np.float32), requires_grad=True)
+    jitgrad.compile.explain(w7(60), x)
+    assert seen
+    for code, n in seen:
+        want = optimize(code, n)
+        monkeypatch.setattr(scalar, "_MERGE_ROUNDS", 0)
+        np.testing.assert_array_equal(optimize(code, n), want)
+        monkeypatch.setattr(scalar, "_MERGE_ROUNDS", 4)
