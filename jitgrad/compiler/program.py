@@ -270,6 +270,8 @@ def unused(instrs, keep, runs):
     """Indices of the pure instructions (PURE, or a formula) not in `runs` (those
     run whatever) whose results no instruction that runs reads and `keep` does
     not hold."""
+    if len(runs) == len(instrs):
+        return set()  # every instruction runs (a step an executor took whole)
     live, dead = set(keep), set()
     for i in range(len(instrs) - 1, -1, -1):
         ins = instrs[i]

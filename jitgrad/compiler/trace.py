@@ -519,11 +519,17 @@ def _drop_graph(out, args):
 
 
 def _flat_outputs(v):
-    if isinstance(v, (list, tuple)):
-        for x in v:
-            yield from _flat_outputs(x)
-    else:
-        yield v
+    """The items of nested lists and tuples `v`, in order (a list: no generator
+    per level, called for each op of a traced backward)."""
+    if not isinstance(v, (list, tuple)):
+        return [v]
+    out = []
+    for x in v:
+        if isinstance(x, (list, tuple)):
+            out += _flat_outputs(x)
+        else:
+            out.append(x)
+    return out
 
 
 def _nodes(roots):
