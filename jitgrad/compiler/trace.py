@@ -216,7 +216,10 @@ class Tracer:
         if type(v) is np.ndarray and id(v) in self.slot_of:
             return Ref(self.slot_of[id(v)])
         if isinstance(v, (list, tuple)):
-            items = [self._refs(x) for x in v]
+            # (an op's arguments: most items are tensors or plain values, done here)
+            items = [self._ref(x) if isinstance(x, Tensor) else
+                     self._refs(x) if isinstance(x, (list, tuple, np.ndarray)) else x
+                     for x in v]
             if any(type(x) is Ref or type(x) in (list, tuple) for x in items):
                 return list(items) if type(v) is list else tuple(items)  # a namedtuple: plain
             return v
