@@ -498,7 +498,10 @@ class Program:
             return tapes
         with self._python_lock:
             if self._python is None:
-                self._python = self._tapes((), deferring=True)
+                python = self._tapes((), deferring=True)
+                if self._compiled is not None:  # the worker finished meanwhile
+                    return self._compiled
+                self._python = python
             return self._python
 
     @property
@@ -513,7 +516,8 @@ class Program:
         try:
             with background_compilation():
                 self._compiled = self._tapes(EXECUTORS)
-            self._python = None
+            with self._python_lock:
+                self._python = None  # no replay runs it again
         except Exception as e:  # the Python tier stays: correct, only slower
             self.build_error = e
             warnings.warn(f"jitgrad.compile: building compiled kernels failed ({e!r}); the "
