@@ -284,12 +284,14 @@ class _Lowering:
                 except OverflowError:
                     raise _Unsupported("constant out of range") from None
                 cols.append(self.const(value))
-        if any(c.shape != m.shape for c in cols):
-            try:
-                if np.broadcast_shapes(*(c.shape for c in cols)) != m.shape:
-                    raise _Unsupported("broadcast shape")
-            except ValueError:
-                raise _Unsupported("broadcast") from None
+        for c in cols:
+            if c.shape != m.shape:  # (rarely: a loop, not a generator)
+                try:
+                    if np.broadcast_shapes(*(c.shape for c in cols)) != m.shape:
+                        raise _Unsupported("broadcast shape")
+                except ValueError:
+                    raise _Unsupported("broadcast") from None
+                break
         return self.apply(code, m.shape, *cols)
 
     # -- composite rows --
