@@ -6,7 +6,7 @@ from ..backend import HOST_ARRAY
 from ..tensor import Tensor, wrap_dim
 from ..kernels import ERRSTATE, QUIET
 from . import formulas as E
-from .record import records_nothing
+from .record import records_nothing, shared
 from .reduce import sum
 from .registry import Arg, Dims, Sample, op
 
@@ -79,7 +79,7 @@ def softmax(x, dim, dtype=None):
             out = Tensor(_softmax_array(d, ax))
         finally:
             ERRSTATE.reset(token)
-    return softmax.op.emit(out, (x,), (ax,), (out,))
+    return softmax.op.emit(out, (x,), shared((ax,)), (out,))
 
 
 def _log_softmax_backward(node, g):
@@ -107,4 +107,4 @@ def log_softmax(x, dim, dtype=None):
                          if z.ndim else z)
         finally:
             ERRSTATE.reset(token)
-    return log_softmax.op.emit(out, (x,), (ax,), (out,))
+    return log_softmax.op.emit(out, (x,), shared((ax,)), (out,))

@@ -132,6 +132,13 @@ def _one_input_meta(m):
     return metas
 
 
+def shared(attrs):
+    """The one tuple equal to `attrs`, a tuple of numbers and shapes (hashable, and
+    holding no tensor the table would keep alive): nodes of like ops keep the same
+    object, so a graph of many small ops gives the garbage collector fewer to count."""
+    return ARRAY_METAS.get(attrs) or array_meta(attrs)
+
+
 FW = _state.fw_level
 
 
