@@ -497,15 +497,30 @@ def _sum_arrays(prev, g):
     """prev + g (an array) as a bare array (a numpy scalar for 0-d operands). prev
     is the Tensor that arrived first, which others may hold, or an array made
     here, which only the buffer holds: that one is summed into in place."""
+    p = prev._data if type(prev) is Tensor else prev
+    if not g.shape and type(g) is HOST_ARRAY and not p.shape:
+        top = _SCALAR_SUM_MAX.get(g.dtype)
+        if top is not None and p.dtype == g.dtype:
+            s = float(p) + float(g)
+            if -top <= s <= top:
+                return g.dtype.type(s)
     token = ERRSTATE.set(QUIET)  # inf + -inf is nan, quietly (as torch)
     try:
         if type(prev) is Tensor:
-            return np.add(prev._data, g)
+            return np.add(p, g)
         if type(prev) is HOST_ARRAY and prev.shape == g.shape and prev.dtype == g.dtype:
             return np.add(prev, g, out=prev)
         return np.add(prev, g)
     finally:
         ERRSTATE.reset(token)
+
+
+# 0-d sums (many small ops' gradients meeting) in Python floats, numpy's dispatch
+# being most of their cost: a double holds the exact sum of two float32s closely
+# enough (53 >= 2 * 24 + 2 bits) that rounding it to float32 is numpy's float32 sum
+# bit for bit, and float64 sums are the same operation. A sum beyond the largest
+# finite value (or NaN) is numpy's.
+_SCALAR_SUM_MAX = {np.dtype(t): float(np.finfo(t).max) for t in (np.float32, np.float64)}
 
 
 def _as_tensors(grads):
