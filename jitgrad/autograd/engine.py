@@ -333,10 +333,16 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
     # A pass with none of these runs a node without hooks by the short path below.
     watched = targets is not None or prof is not None or anomaly
     heappop, heappush, popleft = heapq.heappop, heapq.heappush, leaves.popleft
+    # The node just made ready, while it is newer than all in the heap (it runs next,
+    # after any leaves): most nodes of a graph run so, without a trip through the
+    # heap. Kept apart only when no fused groups join the heap.
+    newest = None
     try:
         while True:
             if leaves:
                 node = popleft()
+            elif newest is not None:
+                node, newest = newest, None
             elif heap:
                 node = heappop(heap)[1]
             else:
@@ -404,10 +410,19 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                 d = deps[nxt] - 1
                 deps[nxt] = d
                 if d == 0:
-                    if nxt._seq == ACCUMULATE_SEQ:
+                    seq = nxt._seq
+                    if seq == ACCUMULATE_SEQ:
                         leaves.append(nxt)
+                    elif newest is None:
+                        if owner is None and (not heap or seq > -heap[0][0]):
+                            newest = nxt
+                        else:
+                            heappush(heap, (-seq, nxt))
+                    elif seq > newest._seq:
+                        heappush(heap, (-newest._seq, newest))
+                        newest = nxt
                     else:
-                        heappush(heap, (-nxt._seq, nxt))
+                        heappush(heap, (-seq, nxt))
     finally:
         local.grad_enabled = prev_grad_mode
         local.graph_tasks = local.graph_tasks[:-1]

@@ -192,6 +192,34 @@ def test_zero_dim_gradients_that_meet_sum_as_their_dtype_does(lib, a, b):
     assert got == want or np.isnan(want) and np.isnan(got)
 
 
+def _run_order(lib):
+    # a node made ready can be older than one ready before it (u's after y's, w's)
+    x = lib.tensor([0.5, -1.0, 2.0], requires_grad=True)
+    u = x * 2
+    v = x * 3
+    w = v.exp()
+    y = u.sin()
+    z = y * w
+    loss = (w + y).sum() + (z - u).sum()
+    order, nodes, stack = [], [], [loss.grad_fn]
+    while stack:  # every node once, numbered in an order both libraries share
+        n = stack.pop()
+        if n is None or any(n is m for m in nodes):
+            continue
+        nodes.append(n)
+        k = len(nodes) - 1
+        n.register_hook(lambda gi, go, k=k: order.append(k))
+        stack.extend(m for m, _ in reversed(n.next_functions))
+    loss.backward()
+    return order
+
+
+def test_nodes_run_newest_first_among_the_ready_ones():
+    with jitgrad.autograd.set_fusion_enabled(False):
+        got, want = helpers.both(_run_order)
+    assert len(want) == len(set(want)) > 8 and got == want
+
+
 def test_a_gradient_a_hook_kept_is_not_the_grad_that_accumulates(lib):
     kept = []
     x = T(lib, [1.0, 2.0])
