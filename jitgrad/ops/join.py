@@ -99,25 +99,10 @@ def _stack_batched(b, tensors, dim=0):
              Sample(Arg(), Arg(), dim=-1)))
 def stack(tensors, dim=0):
     tensors = list(tensors)
-    arrays = []
-    # one pass for the common call: host arrays of one shape and dtype
-    same = True
-    for t in tensors:
-        if type(t) is not Tensor:
-            same = False
-            break
-        arrays.append(t._data)
-    if same and arrays:
-        a0 = arrays[0]
-        ref, dt = a0.shape, a0.dtype
-        for a in arrays:
-            if type(a) is not HOST_ARRAY or a.shape != ref or a.dtype != dt:
-                same = False
-                break
-    else:
-        same = False
-    if not same:
+    arrays = _same_host_arrays(tensors)
+    if arrays is None:
         return _stack_checked(tensors, dim)
+    ref, dt = arrays[0].shape, arrays[0].dtype
     d = wrap_dim(dim, len(ref) + 1)
     if d == 0:
         out = Tensor(np.array(arrays, dtype=dt))  # one copy, 5x faster for small tensors
@@ -125,6 +110,21 @@ def stack(tensors, dim=0):
         shape = ref[:d] + (1,) + ref[d:]
         out = Tensor(np.concatenate([a.reshape(shape) for a in arrays], axis=d))
     return stack.op.emit(out, tensors, shared((d, len(tensors))))
+
+
+def _same_host_arrays(tensors):
+    """The arrays of `tensors` if all are host arrays of one shape and dtype (the
+    common call, checked in one pass), else None."""
+    arrays = []
+    for t in tensors:
+        if type(t) is not Tensor:
+            return None
+        a = t._data
+        if type(a) is not HOST_ARRAY or arrays and (a.shape != arrays[0].shape or
+                                                    a.dtype != arrays[0].dtype):
+            return None
+        arrays.append(a)
+    return arrays or None
 
 
 def _stack_checked(tensors, dim):
