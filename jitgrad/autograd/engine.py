@@ -327,13 +327,22 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
     prev_grad_mode = local.grad_enabled
     local.grad_enabled = create_graph
     local.graph_tasks = local.graph_tasks + (GraphTask(deps, needed),)
-    filtered = needed is not None
     prof = local.profiler
+    task = _Pass(needed, capture, captured, accumulate_nodes, targets, accumulate_into, prof,
+                 anomaly, create_graph, retain_graph, sums)
+    # A pass with none of these runs a node without hooks by the short path below.
+    watched = targets is not None or prof is not None or anomaly
     heappop, heappush, popleft = heapq.heappop, heapq.heappush, leaves.popleft
+    # The node just made ready, while it is newer than all in the heap (it runs next,
+    # after any leaves): most nodes of a graph run so, without a trip through the
+    # heap. Kept apart only when no fused groups join the heap.
+    newest = None
     try:
         while True:
             if leaves:
                 node = popleft()
+            elif newest is not None:
+                node, newest = newest, None
             elif heap:
                 node = heappop(heap)[1]
             else:
@@ -354,60 +363,30 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                     grads = []
                 elif sums and node in sums:
                     _as_tensors(grads)
-                if filtered and node not in needed:
-                    continue
-                if node._tensor_hooks is not None or node._retain is not None:
-                    grads = _tensor_pre_hooks(node, grads)
-                if capture is not None and node in capture:
-                    for nr, k in capture[node]:
-                        g = grads[nr] if nr < len(grads) else None
-                        if type(node) is AccumulateGrad and g is not None and node.variable._hooks:
-                            g = _call_tensor_hooks(node.variable._hooks, g)
-                        captured[k] = g
-                if type(node) is AccumulateGrad:
-                    if capture is None and (accumulate_nodes is None or node in accumulate_nodes):
-                        if prof is not None:
-                            prof.push(node.name(), "backward")
-                        _run_accumulate(node, grads, create_graph, node in sums)
-                        if prof is not None:
-                            prof.pop()
-                    continue
-                if accumulate_nodes is not None and node in accumulate_nodes:
-                    _retain_into_grad(node, grads, targets, accumulate_into)
-                if filtered and not any(n in needed for n, _ in node._edges
-                                        if n is not None):
-                    continue
-                if node._pre_hooks is not None:
-                    grads = _node_pre_hooks(node, grads)
-                if prof is not None:
-                    prof.push(node.name(), "backward")
-                for g in grads:
-                    if g is not None:
-                        out = run_checked(node, grads) if anomaly else node.apply(grads)
-                        break
+                if (watched or type(node) is AccumulateGrad or node._tensor_hooks is not None
+                        or node._retain is not None or node._pre_hooks is not None
+                        or node._hooks is not None):
+                    out = _run_watched(node, grads, task)
+                    if out is None:
+                        continue
                 else:
-                    out = [None] * len(node._edges)  # no gradient arrived: none leaves, as torch
-                if prof is not None:
-                    prof.pop()
-                if node._hooks is not None:
-                    for fn in tuple(node._hooks.values()):
-                        r = fn(tuple(out), tuple(grads))
-                        if r is not None:
-                            out = list(r)
-                if not retain_graph:
-                    node._release()
+                    for g in grads:
+                        if g is not None:
+                            out = node.apply(grads)
+                            break
+                    else:
+                        out = [None] * len(node._edges)  # no gradient arrived: none leaves, as torch
+                    if not retain_graph:
+                        node._release()
                 edges, in_meta = node._edges, node._in_meta
-            i = -1
-            for (nxt, nr), g in zip(edges, out):
-                i += 1
+            for (nxt, nr), g, m in zip(edges, out, in_meta):
                 if nxt is None:
                     continue
                 if g is not None:
-                    m = in_meta[i]
                     d = g._data
                     if m is not None and (d.shape != m[0] or type(d) is not m[2] or (
                             d.dtype is not m[1] and d.dtype != m[1])):
-                        g = _fit(node, i, g, m)
+                        g = _fit(node, _position(out, g, in_meta, m), g, m)
                     buf = buffers.get(nxt)
                     if buf is None:
                         buffers[nxt] = [g] if nr == 0 else [None] * nr + [g]
@@ -431,10 +410,19 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                 d = deps[nxt] - 1
                 deps[nxt] = d
                 if d == 0:
-                    if nxt._seq == ACCUMULATE_SEQ:
+                    seq = nxt._seq
+                    if seq == ACCUMULATE_SEQ:
                         leaves.append(nxt)
+                    elif newest is None:
+                        if owner is None and (not heap or seq > -heap[0][0]):
+                            newest = nxt
+                        else:
+                            heappush(heap, (-seq, nxt))
+                    elif seq > newest._seq:
+                        heappush(heap, (-newest._seq, newest))
+                        newest = nxt
                     else:
-                        heappush(heap, (-nxt._seq, nxt))
+                        heappush(heap, (-seq, nxt))
     finally:
         local.grad_enabled = prev_grad_mode
         local.graph_tasks = local.graph_tasks[:-1]
@@ -447,19 +435,107 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
     return captured
 
 
+class _Pass:
+    """What one backward pass does besides running nodes: the nodes it is limited to
+    (`needed`), gradients it captures or accumulates into `inputs=`, the profiler,
+    anomaly checks."""
+    __slots__ = ("needed", "capture", "captured", "accumulate_nodes", "targets",
+                 "accumulate_into", "prof", "anomaly", "create_graph", "retain_graph", "sums")
+
+    def __init__(self, needed, capture, captured, accumulate_nodes, targets, accumulate_into,
+                 prof, anomaly, create_graph, retain_graph, sums):
+        self.needed, self.capture, self.captured = needed, capture, captured
+        self.accumulate_nodes, self.targets = accumulate_nodes, targets
+        self.accumulate_into, self.prof, self.anomaly = accumulate_into, prof, anomaly
+        self.create_graph, self.retain_graph, self.sums = create_graph, retain_graph, sums
+
+
+def _run_watched(node, grads, task):
+    """Run `node` with all that may watch it (hooks, captures, the profiler, anomaly
+    checks) in torch's order; its output gradients, or None when none leave it."""
+    needed, capture, prof = task.needed, task.capture, task.prof
+    if needed is not None and node not in needed:
+        return None
+    if node._tensor_hooks is not None or node._retain is not None:
+        grads = _tensor_pre_hooks(node, grads)
+    if capture is not None and node in capture:
+        for nr, k in capture[node]:
+            g = grads[nr] if nr < len(grads) else None
+            if type(node) is AccumulateGrad and g is not None and node.variable._hooks:
+                g = _call_tensor_hooks(node.variable._hooks, g)
+            task.captured[k] = g
+    accumulate_nodes = task.accumulate_nodes
+    if type(node) is AccumulateGrad:
+        if capture is None and (accumulate_nodes is None or node in accumulate_nodes):
+            if prof is not None:
+                prof.push(node.name(), "backward")
+            _run_accumulate(node, grads, task.create_graph, node in task.sums)
+            if prof is not None:
+                prof.pop()
+        return None
+    if accumulate_nodes is not None and node in accumulate_nodes:
+        _retain_into_grad(node, grads, task.targets, task.accumulate_into)
+    if needed is not None and not any(n in needed for n, _ in node._edges if n is not None):
+        return None
+    if node._pre_hooks is not None:
+        grads = _node_pre_hooks(node, grads)
+    if prof is not None:
+        prof.push(node.name(), "backward")
+    for g in grads:
+        if g is not None:
+            out = run_checked(node, grads) if task.anomaly else node.apply(grads)
+            break
+    else:
+        out = [None] * len(node._edges)  # no gradient arrived: none leaves, as torch
+    if prof is not None:
+        prof.pop()
+    if node._hooks is not None:
+        for fn in tuple(node._hooks.values()):
+            r = fn(tuple(out), tuple(grads))
+            if r is not None:
+                out = list(r)
+    if not task.retain_graph:
+        node._release()
+    return out
+
+
+def _position(out, g, in_meta, m):
+    """The input position of gradient g (with metadata m) among a node's outputs,
+    for error messages: the first with both, the one checked first."""
+    for i, (o, mi) in enumerate(zip(out, in_meta)):
+        if o is g and mi is m:
+            return i
+    return -1
+
+
 def _sum_arrays(prev, g):
     """prev + g (an array) as a bare array (a numpy scalar for 0-d operands). prev
     is the Tensor that arrived first, which others may hold, or an array made
     here, which only the buffer holds: that one is summed into in place."""
+    p = prev._data if type(prev) is Tensor else prev
+    if not g.shape and type(g) is HOST_ARRAY and not p.shape:
+        top = _SCALAR_SUM_MAX.get(g.dtype)
+        if top is not None and p.dtype == g.dtype:
+            s = float(p) + float(g)
+            if -top <= s <= top:
+                return g.dtype.type(s)
     token = ERRSTATE.set(QUIET)  # inf + -inf is nan, quietly (as torch)
     try:
         if type(prev) is Tensor:
-            return np.add(prev._data, g)
+            return np.add(p, g)
         if type(prev) is HOST_ARRAY and prev.shape == g.shape and prev.dtype == g.dtype:
             return np.add(prev, g, out=prev)
         return np.add(prev, g)
     finally:
         ERRSTATE.reset(token)
+
+
+# 0-d sums (many small ops' gradients meeting) in Python floats, numpy's dispatch
+# being most of their cost: a double holds the exact sum of two float32s closely
+# enough (53 >= 2 * 24 + 2 bits) that rounding it to float32 is numpy's float32 sum
+# bit for bit, and float64 sums are the same operation. A sum beyond the largest
+# finite value (or NaN) is numpy's.
+_SCALAR_SUM_MAX = {np.dtype(t): float(np.finfo(t).max) for t in (np.float32, np.float64)}
 
 
 def _as_tensors(grads):

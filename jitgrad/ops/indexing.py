@@ -7,7 +7,7 @@ from .. import backend
 from .._trace import TRACE, graph_break
 from ..tensor import Tensor, asarray, ascontiguous, wrap_dim
 from .legacy import scalar_type
-from .record import records_nothing
+from .record import records_nothing, shared
 from .registry import Arg, Dims, Sample, op
 from .views import make_view, sum_to_size
 
@@ -121,11 +121,13 @@ def _getitem_batched(b, x, key):
 def getitem(x, key):
     if type(key) is int:  # x[i], the commonest index: numpy takes it as it is
         k, advanced = key, False
+        args, attrs = shared((key,)), shared((x._data.shape, key))  # the same for every x[i]
     else:
         if TRACE[0] is not None and _selects_by_mask(key):
             graph_break("indexing with a boolean mask: the result's shape depends on the mask's "
                         "values (use jitgrad.where or masked_fill to keep the shape)")
         k, advanced = _norm_key(key, x._data.ndim)
+        args, attrs = (key,), (x._data.shape, key)
     try:
         arr = x._data[k]
     except IndexError as e:
@@ -134,10 +136,10 @@ def getitem(x, key):
         out = Tensor(asarray(arr))
         name = "IndexBackward0"
     else:
-        out = make_view(x, arr, getitem, (key,))
+        out = make_view(x, arr, getitem, args)
         ints = k is key or all(isinstance(i, (int, np.integer)) for i in k)
         name = "SelectBackward0" if ints else "SliceBackward0"
-    return getitem.op.emit(out, (x,), (x._data.shape, key), node=name)
+    return getitem.op.emit(out, (x,), attrs, node=name)
 
 
 @op(method=True, export=True, samples=(Sample(Arg(4, 5), 1, 1, 3),))

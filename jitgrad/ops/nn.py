@@ -2,28 +2,35 @@
 ops so both are differentiable twice."""
 import numpy as np
 
-from .. import backend
+from ..backend import HOST_ARRAY
 from ..tensor import Tensor, wrap_dim
-from ..kernels import quiet
+from ..kernels import ERRSTATE, QUIET
 from . import formulas as E
-from .record import records_nothing
+from .record import records_nothing, shared
 from .reduce import sum
 from .registry import Arg, Dims, Sample, op
 
 
 def _softmax_backward(node, g):
     (dim,) = node._attrs
-    if records_nothing() and backend.is_host(g._data):  # the same on arrays, unrecorded
-        o, ga = node._saved[0].data(node), g._data
-        return (Tensor(quiet(_softmax_grad, o, ga, dim)),)
+    ga = g._data
+    if type(ga) is HOST_ARRAY and records_nothing():  # the same on arrays, unrecorded
+        o = node._saved[0].data(node)
+        token = ERRSTATE.set(QUIET)
+        try:
+            return (Tensor(_softmax_grad(o, ga, dim)),)
+        finally:
+            ERRSTATE.reset(token)
     (out,) = node.saved()
     return (out * (g - sum(g * out, dim, keepdim=True)),)
 
 
-def _softmax_array(x, dim):
-    z, ax = _shifted(x, dim, "softmax")
-    e = np.exp(z)
-    return e / np.add.reduce(e, axis=ax, keepdims=True) if e.ndim else np.ones_like(e)
+def _softmax_array(d, ax):
+    """softmax of array `d` along dim `ax` (wrapped), on d's device."""
+    if not d.ndim:
+        return np.ones_like(np.exp(d - d))
+    e = np.exp(_shifted(d, ax))
+    return e / np.add.reduce(e, axis=ax, keepdims=True)
 
 
 def _softmax_grad(o, g, dim):
@@ -31,27 +38,29 @@ def _softmax_grad(o, g, dim):
     return o * (g - np.add.reduce(g * o, axis=dim if o.ndim else None, keepdims=True))
 
 
-def _shifted(x, dim, who):
-    if x._data.dtype.kind not in "fc":
-        raise RuntimeError(f"{who}: expected a floating point input, got {x.dtype.name}; "
-                           f"convert with .float() first")
-    d = x._data
-    ax = wrap_dim(dim, d.ndim)
-    if d.ndim == 0:
-        return d - d, ax
-    # Shifted by the max even when it is infinite: a row with +inf (or only -inf)
-    # is all NaN, as in torch (logsumexp, not this, treats -inf rows specially).
+def _shifted(d, ax):
+    """d minus its max along ax. Shifted by the max even when it is infinite: a row
+    with +inf (or only -inf) is all NaN, as in torch (logsumexp, not this, treats
+    -inf rows specially)."""
     # the ufunc's reduce: what ndarray.max runs, without its Python layer (small tensors)
     m = np.maximum.reduce(d, axis=ax, keepdims=True) if d.size else 0
-    return d - m, ax
+    return d - m
 
 
-def _device_kernel(x, dim, log):
-    """The CUDA softmax kernel's result, or None on the CPU (numpy below)."""
+def _checked(x, dim, dtype, who):
+    """x in `dtype` (when given), its array and dim wrapped; a floating input only."""
+    if dtype is not None:
+        x = x.to(dtype)
     d = x._data
-    if backend.is_host(d) or not d.ndim or d.dtype.kind != "f":
-        return None
-    return Tensor(d.softmax(wrap_dim(dim, d.ndim), log))
+    if d.dtype.kind not in "fc":
+        raise RuntimeError(f"{who}: expected a floating point input, got {x.dtype.name}; "
+                           f"convert with .float() first")
+    return x, d, wrap_dim(dim, d.ndim)
+
+
+def _on_device_kernel(d):
+    """Whether the CUDA softmax kernel takes `d` (numpy runs the rest)."""
+    return type(d) is not HOST_ARRAY and d.ndim and d.dtype.kind == "f"
 
 
 def _softmax_jvp(b, out, inputs, attrs, tx):
@@ -61,12 +70,16 @@ def _softmax_jvp(b, out, inputs, attrs, tx):
 @op("SoftmaxBackward0", backward=_softmax_backward, jvp=_softmax_jvp, saves=("result",),
     method=True, export=True, vmap=Dims("dim"), samples=(Sample(Arg(3, 4), 1), Sample(Arg(3, 4), 0)))
 def softmax(x, dim, dtype=None):
-    if dtype is not None:
-        x = x.to(dtype)
-    out = _device_kernel(x, dim, False)
-    if out is None:  # quiet: kernels' error-state switch, 3 us less than np.errstate
-        out = Tensor(quiet(_softmax_array, x, dim))
-    return softmax.op.emit(out, (x,), (wrap_dim(dim, x._data.ndim),), (out,))
+    x, d, ax = _checked(x, dim, dtype, "softmax")
+    if _on_device_kernel(d):
+        out = Tensor(d.softmax(ax, False))
+    else:  # numpy, quietly: kernels' error-state switch, 3 us less than np.errstate
+        token = ERRSTATE.set(QUIET)
+        try:
+            out = Tensor(_softmax_array(d, ax))
+        finally:
+            ERRSTATE.reset(token)
+    return softmax.op.emit(out, (x,), shared((ax,)), (out,))
 
 
 def _log_softmax_backward(node, g):
@@ -83,11 +96,15 @@ def _log_softmax_jvp(b, out, inputs, attrs, tx):
     saves=("result",), method=True, export=True, vmap=Dims("dim"),
     samples=(Sample(Arg(3, 4), 1), Sample(Arg(2, 3, 4), -1)))
 def log_softmax(x, dim, dtype=None):
-    if dtype is not None:
-        x = x.to(dtype)
-    out = _device_kernel(x, dim, True)
-    if out is None:
-        with np.errstate(invalid="ignore"):
-            z, ax = _shifted(x, dim, "log_softmax")
-            out = Tensor((z - np.log(np.exp(z).sum(axis=ax, keepdims=True))) if z.ndim else z)
-    return log_softmax.op.emit(out, (x,), (wrap_dim(dim, x._data.ndim),), (out,))
+    x, d, ax = _checked(x, dim, dtype, "log_softmax")
+    if _on_device_kernel(d):
+        out = Tensor(d.softmax(ax, True))
+    else:
+        token = ERRSTATE.set(QUIET)
+        try:
+            z = _shifted(d, ax) if d.ndim else d - d
+            out = Tensor(z - np.log(np.add.reduce(np.exp(z), axis=ax, keepdims=True))
+                         if z.ndim else z)
+        finally:
+            ERRSTATE.reset(token)
+    return log_softmax.op.emit(out, (x,), shared((ax,)), (out,))

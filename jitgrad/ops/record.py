@@ -37,6 +37,11 @@ class FunctionNode(Node):
     def _saved_tensors(self):
         return [s for s in self._saved if s is not None]
 
+    def _release(self):  # run for every node of a backward pass: no list made
+        for s in self._saved:
+            if s is not None:
+                s.release()
+
     def __getattr__(self, name):
         return saved_attribute(self, name, self._names, self._saved)
 
@@ -58,28 +63,37 @@ def record(name, inputs, outputs, backward, save=(), names=(), attrs=None):
     backward(node, *grads_per_output) returns one gradient (or None) per input."""
     if not _state.local.grad_enabled:
         return
-    for t in inputs:
-        if t is not None and t._rg:
-            break
-    else:
-        return
     # plain loops: this runs for every recorded op, and generator expressions cost more
-    edges, metas = [], []
-    for t in inputs:
-        if t is None:
-            edges.append((None, 0))
-            metas.append(None)
-            continue
-        edges.append(edge_of(t))
-        if t._rg:
-            d = t._data
-            m = (d.shape, d.dtype, type(d))
-            metas.append(ARRAY_METAS.get(m) or array_meta(m))
+    if len(inputs) == 1:  # the commonest op: one input, its metadata tuple shared
+        t = inputs[0]
+        if t is None or not t._rg:
+            return
+        edges = (edge_of(t),)
+        d = t._data
+        m = (d.shape, d.dtype, type(d))
+        metas = ONE_INPUT_METAS.get(m) or _one_input_meta(m)
+    else:
+        for t in inputs:
+            if t is not None and t._rg:
+                break
         else:
-            metas.append(None)
-    metas = tuple(metas)
-    node = (NODE_CLASSES.get(name) or node_class(name, FunctionNode))(
-        tuple(edges), ARRAY_METAS.get(metas) or array_meta(metas))
+            return
+        edges, metas = [], []
+        for t in inputs:
+            if t is None:
+                edges.append((None, 0))
+                metas.append(None)
+                continue
+            edges.append(edge_of(t))
+            if t._rg:
+                d = t._data
+                m = (d.shape, d.dtype, type(d))
+                metas.append(ARRAY_METAS.get(m) or array_meta(m))
+            else:
+                metas.append(None)
+        edges, metas = tuple(edges), tuple(metas)
+        metas = ARRAY_METAS.get(metas) or array_meta(metas)
+    node = (NODE_CLASSES.get(name) or node_class(name, FunctionNode))(edges, metas)
     node._bwd = backward
     node._nout = len(outputs)
     node._names = names
@@ -104,6 +118,25 @@ def record(name, inputs, outputs, backward, save=(), names=(), attrs=None):
         node._saved = tuple(saved)
     else:
         node._saved = ()
+
+
+# (metadata,) of a one-input node by the input's metadata: one shared tuple each, as
+# ARRAY_METAS keeps them, with one look-up instead of two. Bounded alike.
+ONE_INPUT_METAS = {}
+
+
+def _one_input_meta(m):
+    if len(ONE_INPUT_METAS) >= 1024:
+        ONE_INPUT_METAS.clear()
+    metas = ONE_INPUT_METAS[m] = (ARRAY_METAS.get(m) or array_meta(m),)
+    return metas
+
+
+def shared(attrs):
+    """The one tuple equal to `attrs`, a tuple of numbers and shapes (hashable, and
+    holding no tensor the table would keep alive): nodes of like ops keep the same
+    object, so a graph of many small ops gives the garbage collector fewer to count."""
+    return ARRAY_METAS.get(attrs) or array_meta(attrs)
 
 
 FW = _state.fw_level

@@ -28,14 +28,19 @@ def creation_meta(x):
     return "inference_mode" if loc.inference else "no_grad"
 
 
-class _Views(set):
-    """A base's live views, as weak references that drop themselves: one callback
-    per base, not a bound method per view."""
-    __slots__ = ("drop",)
+class _Views(list):
+    """A base's views, as weak references: the dead ones are dropped when the list
+    has doubled since the last sweep (no callback object per base or view)."""
+    __slots__ = ("limit",)
 
-    def __init__(self):
-        set.__init__(self)
-        self.drop = self.discard
+    def add(self, view):
+        self.append(weakref.ref(view))
+        if len(self) >= self.limit:
+            self[:] = [r for r in self if r() is not None]
+            self.limit = max(_SWEEP_MIN, 2 * len(self))
+
+
+_SWEEP_MIN = 16
 
 
 def make_view(x, arr, fn, args):
@@ -53,7 +58,8 @@ def make_view(x, arr, fn, args):
     views = base._views
     if views is None:
         views = base._views = _Views()
-    views.add(weakref.ref(out, views.drop))
+        views.limit = _SWEEP_MIN
+    views.add(out)
     return out
 
 

@@ -177,6 +177,49 @@ def test_gradients_that_meet_at_a_leaf_accumulate_into_one_grad(lib, shape):
     close(first, np.full(shape, 9.0))
 
 
+@pytest.mark.parametrize("a, b", [(1.0, 2.0 ** -24 + 2.0 ** -47), (3e38, 3e38), (1e-45, 1e-45),
+                                  (float("inf"), float("-inf"))])
+def test_zero_dim_gradients_that_meet_sum_as_their_dtype_does(lib, a, b):
+    # rounded once to float32 (1 + b rounds up), overflowing to inf, subnormal, NaN: quietly
+    x = lib.tensor(1.0, dtype=lib.float32, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (x * a + x * b).backward()
+    with np.errstate(all="ignore"):
+        want = np.float32(a) + np.float32(b)
+    got = helpers.to_numpy(x.grad)
+    assert got.dtype == np.float32
+    assert got == want or np.isnan(want) and np.isnan(got)
+
+
+def _run_order(lib):
+    # a node made ready can be older than one ready before it (u's after y's, w's)
+    x = lib.tensor([0.5, -1.0, 2.0], requires_grad=True)
+    u = x * 2
+    v = x * 3
+    w = v.exp()
+    y = u.sin()
+    z = y * w
+    loss = (w + y).sum() + (z - u).sum()
+    order, nodes, stack = [], [], [loss.grad_fn]
+    while stack:  # every node once, numbered in an order both libraries share
+        n = stack.pop()
+        if n is None or any(n is m for m in nodes):
+            continue
+        nodes.append(n)
+        k = len(nodes) - 1
+        n.register_hook(lambda gi, go, k=k: order.append(k))
+        stack.extend(m for m, _ in reversed(n.next_functions))
+    loss.backward()
+    return order
+
+
+def test_nodes_run_newest_first_among_the_ready_ones():
+    with jitgrad.autograd.set_fusion_enabled(False):
+        got, want = helpers.both(_run_order)
+    assert len(want) == len(set(want)) > 8 and got == want
+
+
 def test_a_gradient_a_hook_kept_is_not_the_grad_that_accumulates(lib):
     kept = []
     x = T(lib, [1.0, 2.0])

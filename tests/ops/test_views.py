@@ -48,6 +48,20 @@ def test_views_share_storage_and_version(case):
     np.testing.assert_array_equal(jv, tv)
 
 
+def test_a_base_drops_its_dead_views_and_keeps_the_live_ones():
+    # a base lists its views (an in-place op regenerates their history), weakly: views
+    # taken and dropped step after step must not pile up there
+    y = jitgrad.zeros(2, 3, requires_grad=True) * 1
+    live = [y[0] for _ in range(5)]
+    old = [v.grad_fn for v in live]
+    for _ in range(1000):
+        y[1]
+    assert len(y._views) <= 32
+    y.mul_(2)
+    for v, g in zip(live, old):  # each live view now reads y's new history
+        assert v.grad_fn is not g and v.grad_fn.next_functions[0][0] is y.grad_fn
+
+
 @pytest.mark.parametrize("case", ["clone", "advanced index", "bool mask", "to float64", "flip",
                                   "t().reshape"])
 def test_copies_do_not_share_storage(lib, case):
