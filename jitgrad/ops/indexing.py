@@ -119,14 +119,18 @@ def _getitem_batched(b, x, key):
              Sample(Arg(4, 5), (Ellipsis, None, slice(None, None, 2))),
              Sample(Arg(4, 5), Arg(3, high=4, kind="int")), Sample(Arg(4, 5), Arg(4, 5, kind="bool"))))
 def getitem(x, key):
-    if type(key) is int:  # x[i], the commonest index: numpy takes it as it is
-        k, advanced = key, False
+    if type(key) is int:  # x[i], the commonest index
+        # with `...`, as every view key without one below: numpy gives a full integer
+        # index a scalar copy, torch a 0-d view that in-place ops write through
+        k, advanced = (key, Ellipsis), False
         args, attrs = shared((key,)), shared((x._data.shape, key))  # the same for every x[i]
     else:
         if TRACE[0] is not None and _selects_by_mask(key):
             graph_break("indexing with a boolean mask: the result's shape depends on the mask's "
                         "values (use jitgrad.where or masked_fill to keep the shape)")
         k, advanced = _norm_key(key, x._data.ndim)
+        if not advanced and Ellipsis not in k:
+            k += (Ellipsis,)
         args, attrs = (key,), (x._data.shape, key)
     try:
         arr = x._data[k]
@@ -137,9 +141,25 @@ def getitem(x, key):
         name = "IndexBackward0"
     else:
         out = make_view(x, arr, getitem, args)
-        ints = k is key or all(isinstance(i, (int, np.integer)) for i in k)
-        name = "SelectBackward0" if ints else "SliceBackward0"
+        name = "SelectBackward0" if type(key) is int else _view_node_name(k)
     return getitem.op.emit(out, (x,), attrs, node=name)
+
+
+def _view_node_name(key):
+    """torch's grad_fn name for a basic index: that of the last view it applies
+    (full slices and `...` apply none)."""
+    for k in reversed(key):
+        if k is None:
+            return "UnsqueezeBackward0"
+        if type(k) is slice:
+            if k != _ALL:
+                return "SliceBackward0"
+        elif k is not Ellipsis:
+            return "SelectBackward0"
+    return "AliasBackward0"
+
+
+_ALL = slice(None)
 
 
 @op(method=True, export=True, samples=(Sample(Arg(4, 5), 1, 1, 3),))

@@ -221,7 +221,7 @@ def unbind(x, dim=0):
         arr, lead = x._data, (slice(None),) * d
         outs = []
         for i in range(n):
-            key = lead + (i,)
+            key = lead + (i, Ellipsis)  # a 0-d view, not numpy's scalar copy (as getitem)
             outs.append(make_view(x, arr[key], getitem, (key,)))
     else:
         meta = creation_meta(x)  # of the caller's grad mode, not of the block below

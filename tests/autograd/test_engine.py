@@ -305,6 +305,12 @@ NODE_CASES = {
     "expand": lambda lib: _g(lib, (1, 3)).expand(2, 3),
     "slice": lambda lib: _g(lib)[:, 1:],
     "select": lambda lib: _g(lib)[1],
+    # a basic index of one view is named after it (torch chains one node per view
+    # of an index like x[1:, 0]; jitgrad records one, named after the last)
+    "select_after_full_slice": lambda lib: _g(lib)[:, 1],
+    "select_after_ellipsis": lambda lib: _g(lib)[..., 0],
+    "index_none": lambda lib: _g(lib)[None],
+    "index_ellipsis": lambda lib: _g(lib)[...],
     "index_tensor": lambda lib: _g(lib)[lib.tensor([1, 0, 1])],
     "bool_mask": lambda lib: _g(lib)[_g(lib, (2, 3)).detach() > 2],
     "unsqueeze": lambda lib: _g(lib).unsqueeze(0),

@@ -28,6 +28,12 @@ VIEWS = {
     "unbind part": lambda x: x.unbind(1)[0],
     "T": lambda x: x.T,
     "view of view": lambda x: x[1:].view(3)[1:],
+    # 0-d views: numpy gives a full integer index a scalar copy, torch a view
+    "0-d index": lambda x: x[1, 2],
+    "0-d index of a row": lambda x: x[0][1],
+    "0-d select": lambda x: x[1].select(0, 0),
+    "0-d iteration": lambda x: list(x[0])[2],
+    "0-d unbind part": lambda x: x[1].unbind(0)[1],
 }
 
 
@@ -97,3 +103,25 @@ def test_multi_output_views_with_some_outputs_unused(how):
 ])
 def test_moving_dims_matches_torch(call):
     helpers.same_as_torch(call)
+
+
+def test_in_place_through_a_0d_view_reaches_the_base_gradient():
+    def scenario(lib):
+        w = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        y = w * 2
+        y[0].mul_(3)
+        y[1].add_(w[2] * w[2])  # through the 0-d view: w[2] gets two gradients
+        y.sum().backward()
+        return helpers.to_numpy(y.detach()), helpers.to_numpy(w.grad)
+
+    (jy, jg), (ty, tg) = both(scenario)
+    np.testing.assert_array_equal(jy, ty)
+    np.testing.assert_array_equal(jg, tg)
+
+
+def test_in_place_on_an_iterated_element_is_refused_as_torch():
+    # iterating unbinds, and unbind's views are outputs of one multi-output node
+    for lib in (jitgrad, helpers.require_torch()):
+        y = lib.tensor([1.0, 2.0], requires_grad=True) * 2
+        with pytest.raises(RuntimeError, match="is a view and is being modified inplace"):
+            list(y)[0].mul_(3)
