@@ -30,6 +30,9 @@ INFERENCE_SAVE_MESSAGE = (
     "`jitgrad.inference_mode()`.")
 
 
+_new = object.__new__
+_UNUSUAL, _HOOK_USERS = _state.unusual, _state.saved_hook_users
+
 _OWN_CODE = (os.path.dirname(os.path.abspath(__file__)) + os.sep, "<jitgrad ")
 
 
@@ -76,7 +79,7 @@ class Node:
         self._seq = _state.next_seq()
         self._pre_hooks = self._hooks = self._tensor_hooks = self._retain = None
         self._metadata = self._out_meta = None
-        self._anomaly = AnomalyRecord() if _state.local.anomaly else None
+        self._anomaly = AnomalyRecord() if _UNUSUAL[0] and _state.local.anomaly else None
 
     def name(self):
         return type(self).__name__
@@ -304,23 +307,8 @@ class SavedTensor:
     __slots__ = ("_data", "_tensor", "_vc", "_version", "_packed", "_mutation", "_grad_fn",
                  "_output_nr", "_rg", "_fw", "_is_output", "_accum")
 
-    def __init__(self, t, is_output=False):
-        if t._inference:
-            raise RuntimeError(INFERENCE_SAVE_MESSAGE)
-        self._packed = self._mutation = None
-        self._grad_fn = None if is_output else t.grad_fn
-        self._output_nr, self._rg, self._is_output = t.output_nr, t._rg, is_output
-        self._fw = t._fw if is_output else None
-        self._accum = None if is_output else t._accum
-        if _state.local.inplace_target is t:
-            # The op overwrites this very tensor: keep the old values, no version check.
-            self._data, self._vc, self._version = t._data.copy(), None, 0
-            self._tensor = None
-        else:
-            self._data, self._vc, self._version = t._data, t._vc, t._vc[0]
-            self._tensor = None if is_output else t
-        if _state.saved_hook_users[0]:
-            self._apply_contexts(t)
+    def __new__(cls, t, is_output=False):
+        return save(t, is_output)
 
     def _apply_contexts(self, t):
         loc = _state.local
@@ -432,8 +420,35 @@ class SavedTensor:
             f"expected version {self._version} instead. " + anomaly_hint(_state.local.anomaly))
 
 
+def save(t, is_output=False):
+    """SavedTensor(t, is_output): a function, as the recorders save on every op and
+    a call of the class costs a third more."""
+    if t._inference:
+        raise RuntimeError(INFERENCE_SAVE_MESSAGE)
+    s = _new(SavedTensor)
+    s._packed = s._mutation = None
+    s._output_nr, s._rg, s._is_output = t.output_nr, t._rg, is_output
+    if is_output:
+        s._grad_fn = s._accum = None
+        s._fw = t._fw
+    else:
+        s._grad_fn, s._accum = t.grad_fn, t._accum
+        s._fw = None
+    if _UNUSUAL[0] and _state.local.inplace_target is t:
+        # The op overwrites this very tensor: keep the old values, no version check.
+        s._data, s._vc, s._version = t._data.copy(), None, 0
+        s._tensor = None
+    else:
+        vc = s._vc = t._vc
+        s._data, s._version = t._data, vc[0]
+        s._tensor = None if is_output else t
+    if _HOOK_USERS[0]:
+        s._apply_contexts(t)
+    return s
+
+
 def _empty_saved():
-    s = SavedTensor.__new__(SavedTensor)
+    s = _new(SavedTensor)
     for name in SavedTensor.__slots__:
         setattr(s, name, None)
     return s

@@ -5,6 +5,18 @@ import itertools
 import threading
 
 
+# The flags the per-op fast paths would otherwise read on every op, with their
+# defaults: `unusual[0]` counts the (thread, flag) pairs holding another value, so
+# that while it is 0 one read of it stands for four thread-local reads.
+_WATCHED = {"grad_enabled": True, "inference": False, "anomaly": False, "inplace_target": None}
+unusual = [0]
+_unusual_lock = threading.Lock()
+
+
+def _off_default(value, default):
+    return value is not None if default is None else bool(value) != default
+
+
 class _Local(threading.local):
     # Class attributes are each thread's defaults; assignments are per thread.
     grad_enabled = True
@@ -19,6 +31,15 @@ class _Local(threading.local):
     anomaly_parent = None   # the node whose backward runs (anomaly mode's nesting)
     profiler = None         # the active profiler: push(name, kind) / pop() around events
     inplace_target = None   # the tensor an in-place op is overwriting: saving it snapshots it
+
+    def __setattr__(self, name, value):
+        default = _WATCHED.get(name, _WATCHED)
+        if default is not _WATCHED:
+            change = _off_default(value, default) - _off_default(getattr(self, name), default)
+            if change:
+                with _unusual_lock:
+                    unusual[0] += change
+        threading.local.__setattr__(self, name, value)
 
 
 local = _Local()

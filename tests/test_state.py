@@ -60,3 +60,45 @@ def test_saving_the_target_in_another_thread_does_not_snapshot():
         assert "modified by an inplace operation" in str(e)
     else:
         raise AssertionError("x was changed in place after being saved: backward must refuse")
+
+
+def test_unusual_counts_flags_off_their_default_in_any_thread():
+    """`unusual[0]` is 0 exactly when no thread holds a watched flag off its default,
+    so the per-op fast paths may skip reading those flags."""
+    base = _state.unusual[0]
+    with jitgrad.no_grad():
+        assert _state.unusual[0] == base + 1
+        with jitgrad.no_grad():  # setting the same value again counts once
+            assert _state.unusual[0] == base + 1
+        with jitgrad.autograd.set_detect_anomaly(True):
+            assert _state.unusual[0] == base + 2
+    assert _state.unusual[0] == base
+
+    entered, leave = threading.Event(), threading.Event()
+
+    def other():
+        with jitgrad.inference_mode():
+            entered.set()
+            leave.wait(5)
+
+    th = threading.Thread(target=other)
+    th.start()
+    entered.wait(5)
+    try:
+        assert _state.unusual[0] == base + 2  # grad off and inference on in that thread
+        # this thread's flags stay default: tensors made here are not inference tensors
+        t = jitgrad.ones(2) * 2
+        assert t.is_inference() is False
+    finally:
+        leave.set()
+        th.join(5)
+    assert _state.unusual[0] == base
+
+
+def test_unwatched_flags_do_not_count():
+    base = _state.unusual[0]
+    _state.local.fusion = False
+    try:
+        assert _state.unusual[0] == base
+    finally:
+        _state.local.fusion = True

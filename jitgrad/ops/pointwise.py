@@ -16,14 +16,14 @@ from .._trace import TRACE
 from .. import dtypes as _dt
 from ..backend import HOST_ARRAY
 from .._dual import set_tangent
-from .._node import ARRAY_METAS, Node, SavedTensor, array_meta, edge_of
+from .._node import ARRAY_METAS, Node, SavedTensor, array_meta, edge_of, save
 from ..kernels import cpu as _cpu
 from ..kernels import fuse as _fuse
 from ..kernels import pool as _pool
 from ..kernels import ERRSTATE, QUIET, quiet
 from ..kernels.expr import constant_value, is_constant, parse
 from ..kernels.roles import role_formula
-from ..tensor import Tensor, asarray
+from ..tensor import Tensor, asarray, result_tensor
 from .record import FW, NODE_CLASSES, node_class, saved_attribute
 
 # The names a formula may call, as functions of Tensors (double backward evaluates
@@ -299,6 +299,7 @@ def compute_dtype(op, operands):
 
 
 _FAST_SCALARS = (float, int)
+_UNUSUAL = _state.unusual
 
 
 def _fast_dtype(op, operands):
@@ -419,8 +420,9 @@ def small_call(op, operands):
         raise err from None
     finally:
         ERRSTATE.reset(token)
-    out = Tensor(r if type(r) is HOST_ARRAY else np.asarray(r))  # 0-d: a numpy scalar
-    if rg and op.differentiable and _state.local.grad_enabled:
+    r = r if type(r) is HOST_ARRAY else np.asarray(r)  # 0-d: a numpy scalar
+    out = result_tensor(r) if TRACE[0] is None else Tensor(r)
+    if rg and op.differentiable and (not _UNUSUAL[0] or _state.local.grad_enabled):
         _record_elementwise(op, operands, out, kdt)
     return out
 
@@ -526,6 +528,15 @@ _ONE = (1, 1)  # (mask, tensors) of a one-operand op
 # of operands: shared, as ARRAY_METAS's tuples are.
 _NO_SAVED = {n: (None,) * n for n in (1, 2, 3)}
 _NO_SAVED_1, _NO_SAVED_2 = _NO_SAVED[1], _NO_SAVED[2]
+_SOLE_METAS = {}  # a one-operand node's metadata tuple, by its operand's metadata
+
+
+def _sole_metas(m):
+    if len(_SOLE_METAS) >= 1024:
+        _SOLE_METAS.clear()
+    metas = (ARRAY_METAS.get(m) or array_meta(m),)
+    metas = _SOLE_METAS[m] = ARRAY_METAS.get(metas) or array_meta(metas)
+    return metas
 
 
 def _operand_records(op, operands):
@@ -560,31 +571,44 @@ def _operand_records(op, operands):
         i += 1
     saved = (tuple(numbers) if numbers is not None else
              _NO_SAVED.get(op.n_args) or _NO_SAVED.setdefault(op.n_args, (None,) * op.n_args))
-    return edges, metas, saved, mask, tensors
+    # Tuples: the garbage collector stops tracking one that holds no objects (the
+    # metadata), and a graph stays in memory.
+    metas = tuple(metas)
+    return tuple(edges), ARRAY_METAS.get(metas) or array_meta(metas), saved, mask, tensors
 
 
 def _record_elementwise(op, operands, out, kdt):
     """Make `out`'s ElementwiseNode, if an operand that requires grad has a partial."""
-    # The commonest cases, one tensor or two, without _operand_records' loop
-    if op.n_args == 1:
-        x = operands[0]  # a tensor requiring grad (callers check)
+    # The commonest cases, one tensor or two, without _operand_records' loop; an
+    # operand's edge inline where it has one already (edge_of's common case)
+    x = operands[0]
+    if op.n_args == 1:  # x is a tensor requiring grad (callers check)
         if op.partials[0] is None:
             return
-        edges = (edge_of(x),)
+        e = x._edge
+        if e is None or e[0] is not x.grad_fn or e[1] != x.output_nr:
+            e = edge_of(x)
+        edges = (e,)
         d = x._data
         m = (d.shape, d.dtype, type(d))
-        metas = (ARRAY_METAS.get(m) or array_meta(m),)
+        metas = _SOLE_METAS.get(m) or _sole_metas(m)
         cls, saves, need_out = op._recording.get(_ONE) or op.recording(1, 1)
-        saved = (SavedTensor(x),) if saves else _NO_SAVED_1
+        saved = (save(x),) if saves else _NO_SAVED_1
         mask = 1
     else:
-        if op.n_args == 2 and type(operands[0]) is Tensor and type(operands[1]) is Tensor:
-            x, y = operands
+        y = operands[1]
+        if op.n_args == 2 and type(x) is Tensor and type(y) is Tensor:
             px, py = op.partials
             mask = (1 if x._rg and px is not None else 0) | (2 if y._rg and py is not None else 0)
             if not mask:
                 return
-            edges = (edge_of(x), edge_of(y))
+            e = x._edge
+            if e is None or e[0] is not x.grad_fn or e[1] != x.output_nr:
+                e = edge_of(x)
+            f = y._edge
+            if f is None or f[0] is not y.grad_fn or f[1] != y.output_nr:
+                f = edge_of(y)
+            edges = (e, f)
             mx = my = None
             if mask & 1:
                 d = x._data
@@ -595,6 +619,7 @@ def _record_elementwise(op, operands, out, kdt):
                 m = (d.shape, d.dtype, type(d))
                 my = mx if y is x and mx is not None else ARRAY_METAS.get(m) or array_meta(m)
             metas = (mx, my)
+            metas = ARRAY_METAS.get(metas) or array_meta(metas)
             saved = _NO_SAVED_2
             tensors = 3
         else:
@@ -605,12 +630,9 @@ def _record_elementwise(op, operands, out, kdt):
         if saves:
             saved = list(saved)
             for i in saves:  # x * x saves x twice: two saved tensors, as torch's
-                saved[i] = SavedTensor(operands[i])
+                saved[i] = save(operands[i])
             saved = tuple(saved)
-    # Tuples: the garbage collector stops tracking one that holds no objects (the
-    # metadata), and a graph stays in memory.
-    metas = tuple(metas)
-    node = cls(tuple(edges), ARRAY_METAS.get(metas) or array_meta(metas))
+    node = cls(edges, metas)
     node._op = op
     node._kdt = kdt
     node._mask = mask
@@ -623,4 +645,4 @@ def _record_elementwise(op, operands, out, kdt):
         r.size >= _fuse.FUSE_MIN_ELEMENTS or type(r) is not HOST_ARRAY) else None
     out.grad_fn = node
     out._rg = True
-    node._out = SavedTensor(out, is_output=True) if need_out else None
+    node._out = save(out, True) if need_out else None
