@@ -343,7 +343,10 @@ class SavedTensor:
 
     def data(self, node):
         """The saved array for a backward formula, checked against in-place changes."""
-        d = self._checked(node)
+        d, vc = self._data, self._vc
+        # _checked's common case inline: every backward formula reads its saved arrays here
+        if d is None or (vc is not None and vc[0] != self._version) or self._mutation is not None:
+            d = self._checked(node)
         t = self._tensor
         if t is not None and t.grad_fn is None and self._grad_fn is not None:
             # a saved non-leaf input lost its history to detach_(): as torch, refuse
