@@ -79,7 +79,7 @@ class Node:
         self._seq = _state.next_seq()
         self._pre_hooks = self._hooks = self._tensor_hooks = self._retain = None
         self._metadata = self._out_meta = None
-        self._anomaly = AnomalyRecord() if _UNUSUAL[0] and _state.local.anomaly else None
+        self._anomaly = AnomalyRecord() if _UNUSUAL and _state.local.anomaly else None
 
     def name(self):
         return type(self).__name__
@@ -437,7 +437,7 @@ def save(t, is_output=False):
     else:
         s._grad_fn, s._accum = t.grad_fn, t._accum
         s._fw = None
-    if _UNUSUAL[0] and _state.local.inplace_target is t:
+    if _UNUSUAL and _state.local.inplace_target is t:
         # The op overwrites this very tensor: keep the old values, no version check.
         s._data, s._vc, s._version = t._data.copy(), None, 0
         s._tensor = None

@@ -132,7 +132,7 @@ def result_tensor(data):
     t._base = t._view_chain = t._grad_value = t._views = t._hooks = t._post_hooks = t._accum = \
         t._fw = t._creation_meta = None
     t._retains_grad = False
-    t._inference = _state.local.inference if _UNUSUAL[0] else False
+    t._inference = _state.local.inference if _UNUSUAL else False
     return t
 
 
@@ -165,7 +165,7 @@ class Tensor:
         self._base = self._view_chain = self._grad_value = self._views = self._hooks = \
             self._post_hooks = self._accum = self._fw = self._creation_meta = None
         self._retains_grad = False
-        self._inference = _state.local.inference if _UNUSUAL[0] else False
+        self._inference = _state.local.inference if _UNUSUAL else False
         if TRACE[0] is not None:  # a jitgrad.compile trace tells its own tensors apart
             TRACE[0].born(self)
 

@@ -303,7 +303,6 @@ def compute_dtype(op, operands):
 
 
 _FAST_SCALARS = (float, int)
-_UNUSUAL = _state.unusual
 
 
 def _fast_dtype(op, operands):
@@ -451,7 +450,7 @@ def small_call(op, operands):
         ERRSTATE.reset(token)
     r = r if type(r) is HOST_ARRAY else np.asarray(r)  # 0-d: a numpy scalar
     out = result_tensor(r) if TRACE[0] is None else Tensor(r)
-    if rg and op.differentiable and (not _UNUSUAL[0] or _state.local.grad_enabled):
+    if rg and op.differentiable and _state.local.grad_enabled:
         _record_elementwise(op, operands, out, kdt)
     return out
 
