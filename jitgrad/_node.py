@@ -307,8 +307,27 @@ class SavedTensor:
     __slots__ = ("_data", "_tensor", "_vc", "_version", "_packed", "_mutation", "_grad_fn",
                  "_output_nr", "_rg", "_fw", "_is_output", "_accum")
 
-    def __new__(cls, t, is_output=False):
-        return save(t, is_output)
+    def __init__(self, t, is_output=False):
+        if t._inference:
+            raise RuntimeError(INFERENCE_SAVE_MESSAGE)
+        self._packed = self._mutation = None
+        self._output_nr, self._rg, self._is_output = t.output_nr, t._rg, is_output
+        if is_output:
+            self._grad_fn = self._accum = None
+            self._fw = t._fw
+        else:
+            self._grad_fn, self._accum = t.grad_fn, t._accum
+            self._fw = None
+        if _UNUSUAL and _state.local.inplace_target is t:
+            # The op overwrites this very tensor: keep the old values, no version check.
+            self._data, self._vc, self._version = t._data.copy(), None, 0
+            self._tensor = None
+        else:
+            vc = self._vc = t._vc
+            self._data, self._version = t._data, vc[0]
+            self._tensor = None if is_output else t
+        if _HOOK_USERS[0]:
+            self._apply_contexts(t)
 
     def _apply_contexts(self, t):
         loc = _state.local
@@ -421,33 +440,6 @@ class SavedTensor:
             "one of the variables needed for gradient computation has been modified by an "
             f"inplace operation: [{describe(self._data)}]{which} is at version {self._vc[0]}; "
             f"expected version {self._version} instead. " + anomaly_hint(_state.local.anomaly))
-
-
-def save(t, is_output=False):
-    """SavedTensor(t, is_output): a function, as the recorders save on every op and
-    a call of the class costs a third more."""
-    if t._inference:
-        raise RuntimeError(INFERENCE_SAVE_MESSAGE)
-    s = _new(SavedTensor)
-    s._packed = s._mutation = None
-    s._output_nr, s._rg, s._is_output = t.output_nr, t._rg, is_output
-    if is_output:
-        s._grad_fn = s._accum = None
-        s._fw = t._fw
-    else:
-        s._grad_fn, s._accum = t.grad_fn, t._accum
-        s._fw = None
-    if _UNUSUAL and _state.local.inplace_target is t:
-        # The op overwrites this very tensor: keep the old values, no version check.
-        s._data, s._vc, s._version = t._data.copy(), None, 0
-        s._tensor = None
-    else:
-        vc = s._vc = t._vc
-        s._data, s._version = t._data, vc[0]
-        s._tensor = None if is_output else t
-    if _HOOK_USERS[0]:
-        s._apply_contexts(t)
-    return s
 
 
 def _empty_saved():

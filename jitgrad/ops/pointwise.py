@@ -16,7 +16,7 @@ from .._trace import TRACE
 from .. import dtypes as _dt
 from ..backend import HOST_ARRAY
 from .._dual import set_tangent
-from .._node import ARRAY_METAS, Node, SavedTensor, array_meta, edge_of, save
+from .._node import ARRAY_METAS, Node, SavedTensor, array_meta, edge_of
 from ..kernels import cpu as _cpu
 from ..kernels import fuse as _fuse
 from ..kernels import pool as _pool
@@ -559,6 +559,19 @@ _NO_SAVED_1, _NO_SAVED_2 = _NO_SAVED[1], _NO_SAVED[2]
 _SOLE_METAS = {}  # a one-operand node's metadata tuple, by its operand's metadata
 
 
+_PAIR_METAS = {}  # a two-tensor node's metadata tuple, by (mask, each operand's metadata)
+
+
+def _pair_metas(key):
+    if len(_PAIR_METAS) >= 1024:
+        _PAIR_METAS.clear()
+    mask = key[0]
+    metas = tuple(None if not mask >> i & 1 else ARRAY_METAS.get(m) or array_meta(m)
+                  for i, m in enumerate((key[1:4], key[4:7])))
+    metas = _PAIR_METAS[key] = ARRAY_METAS.get(metas) or array_meta(metas)
+    return metas
+
+
 def _sole_metas(m):
     if len(_SOLE_METAS) >= 1024:
         _SOLE_METAS.clear()
@@ -621,7 +634,7 @@ def _record_elementwise(op, operands, out, kdt):
         m = (d.shape, d.dtype, type(d))
         metas = _SOLE_METAS.get(m) or _sole_metas(m)
         cls, saves, need_out = op._recording.get(_ONE) or op.recording(1, 1)
-        saved = (save(x),) if saves else _NO_SAVED_1
+        saved = (SavedTensor(x),) if saves else _NO_SAVED_1
         mask = 1
     else:
         y = operands[1]
@@ -637,17 +650,9 @@ def _record_elementwise(op, operands, out, kdt):
             if f is None or f[0] is not y.grad_fn or f[1] != y.output_nr:
                 f = edge_of(y)
             edges = (e, f)
-            mx = my = None
-            if mask & 1:
-                d = x._data
-                m = (d.shape, d.dtype, type(d))
-                mx = ARRAY_METAS.get(m) or array_meta(m)
-            if mask & 2:
-                d = y._data
-                m = (d.shape, d.dtype, type(d))
-                my = mx if y is x and mx is not None else ARRAY_METAS.get(m) or array_meta(m)
-            metas = (mx, my)
-            metas = ARRAY_METAS.get(metas) or array_meta(metas)
+            dx, dy = x._data, y._data
+            key = (mask, dx.shape, dx.dtype, type(dx), dy.shape, dy.dtype, type(dy))
+            metas = _PAIR_METAS.get(key) or _pair_metas(key)
             saved = _NO_SAVED_2
             tensors = 3
         else:
@@ -658,7 +663,7 @@ def _record_elementwise(op, operands, out, kdt):
         if saves:
             saved = list(saved)
             for i in saves:  # x * x saves x twice: two saved tensors, as torch's
-                saved[i] = save(operands[i])
+                saved[i] = SavedTensor(operands[i])
             saved = tuple(saved)
     node = cls(edges, metas)
     node._op = op
@@ -673,4 +678,4 @@ def _record_elementwise(op, operands, out, kdt):
         r.size >= _fuse.FUSE_MIN_ELEMENTS or type(r) is not HOST_ARRAY) else None
     out.grad_fn = node
     out._rg = True
-    node._out = save(out, True) if need_out else None
+    node._out = SavedTensor(out, True) if need_out else None
