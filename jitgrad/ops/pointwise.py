@@ -71,6 +71,7 @@ class ElementwiseOp:
         self._needs = {}
         self._save_order = {}
         self._recording = {}
+        self._backward_inputs = {}
         self._tensor_fns = [None] * len(args)
 
     def __repr__(self):
@@ -114,6 +115,12 @@ class ElementwiseOp:
         saves = tuple(i for i in self.save_order(mask) if need_args[i] and tensors >> i & 1)
         got = self._recording[mask, tensors] = (
             NODE_CLASSES.get(name) or node_class(name, ElementwiseNode), saves, need_out)
+        return got
+
+    def backward_inputs(self, mask):
+        """((input index, its constant partial or None), ...) for the inputs in `mask`."""
+        got = self._backward_inputs[mask] = tuple(
+            (i, c) for i, c in enumerate(self.const_partials) if mask >> i & 1)
         return got
 
     def forward_kernel(self, kdt):
@@ -194,22 +201,12 @@ class ElementwiseNode(Node):
         elif op.unit_partials:  # add: every input gets g as it came (as torch's AddBackward0)
             mask = self._mask
             return [g if mask >> i & 1 else None for i in range(op.n_args)]
-        res = []
-        mask = self._mask
+        res = [None] * op.n_args
         saved = self._saved
         token = ERRSTATE.set(QUIET)
         try:
-            for i, c in enumerate(op.const_partials):
-                if not mask >> i & 1:
-                    res.append(None)
-                    continue
-                if c == 1 and garr is g._data:
-                    res.append(g)  # passed through as it came (torch's AddBackward0 does too)
-                    continue
-                if c is not None:
-                    r = (garr if c == 1 else -garr if c == -1 else np.zeros_like(garr) if c == 0
-                         else garr * kdt.type(c))
-                else:
+            for i, c in op._backward_inputs.get(self._mask) or op.backward_inputs(self._mask):
+                if c is None:
                     fn, idx, uses_out = op._bwd.get((i, kdt)) or backend.elementwise_kernel(
                         op, ("backward", i), kdt, (garr,))
                     args = [garr]
@@ -226,9 +223,15 @@ class ElementwiseNode(Node):
                         v = self._out.data(self)
                         args.append(v if v.dtype == kdt else v.astype(kdt))  # float16 out
                     r = fn(*args)
+                elif c == 1 and garr is g._data:
+                    res[i] = g  # passed through as it came (torch's AddBackward0 does too)
+                    continue
+                else:
+                    r = (garr if c == 1 else -garr if c == -1 else np.zeros_like(garr) if c == 0
+                         else garr * kdt.type(c))
                 if type(r) is not HOST_ARRAY:
                     r = asarray(r)  # a 0-d result is a numpy scalar
-                res.append(result_tensor(r) if TRACE[0] is None else Tensor(r))
+                res[i] = result_tensor(r) if TRACE[0] is None else Tensor(r)
         finally:
             ERRSTATE.reset(token)
         return res
