@@ -558,10 +558,8 @@ _ONE = (1, 1)  # (mask, tensors) of a one-operand op
 # A node's saved operands when it saves none and every operand is a tensor, by number
 # of operands: shared, as ARRAY_METAS's tuples are.
 _NO_SAVED = {n: (None,) * n for n in (1, 2, 3)}
-_NO_SAVED_1, _NO_SAVED_2 = _NO_SAVED[1], _NO_SAVED[2]
-_SOLE_METAS = {}  # a one-operand node's metadata tuple, by its operand's metadata
-
-
+_NO_SAVED_2 = _NO_SAVED[2]
+_NO_EDGE = (None, 0)  # the edge of an operand that is a Python number
 _PAIR_METAS = {}  # a two-tensor node's metadata tuple, by (mask, each operand's metadata)
 
 
@@ -575,11 +573,16 @@ def _pair_metas(key):
     return metas
 
 
-def _sole_metas(m):
-    if len(_SOLE_METAS) >= 1024:
-        _SOLE_METAS.clear()
-    metas = (ARRAY_METAS.get(m) or array_meta(m),)
-    metas = _SOLE_METAS[m] = ARRAY_METAS.get(metas) or array_meta(metas)
+_FIRST_METAS = {}  # metadata tuple of a node whose first operand alone gets a gradient
+
+
+def _first_metas(key):
+    """key: (number of operands, the first one's shape, dtype, array type)."""
+    if len(_FIRST_METAS) >= 1024:
+        _FIRST_METAS.clear()
+    m = key[1:]
+    metas = (ARRAY_METAS.get(m) or array_meta(m),) + (None,) * (key[0] - 1)
+    metas = _FIRST_METAS[key] = ARRAY_METAS.get(metas) or array_meta(metas)
     return metas
 
 
@@ -606,7 +609,7 @@ def _operand_records(op, operands):
             else:
                 metas.append(None)
         else:
-            edges.append((None, 0))
+            edges.append(_NO_EDGE)
             metas.append(None)
             if numbers is None:
                 numbers = [None] * op.n_args
@@ -623,25 +626,31 @@ def _operand_records(op, operands):
 
 def _record_elementwise(op, operands, out, kdt):
     """Make `out`'s ElementwiseNode, if an operand that requires grad has a partial."""
-    # The commonest cases, one tensor or two, without _operand_records' loop; an
-    # operand's edge inline where it has one already (edge_of's common case)
+    # The commonest cases without _operand_records' loop: one tensor, alone or with
+    # Python numbers, and two tensors; an operand's edge inline where it has one
+    # already (edge_of's common case)
     x = operands[0]
-    if op.n_args == 1:  # x is a tensor requiring grad (callers check)
+    n = op.n_args
+    if n == 1 or type(x) is Tensor and not isinstance(operands[1], Tensor) and (
+            n == 2 or n == 3 and not isinstance(operands[2], Tensor)):
+        # x is the operand requiring grad (callers check)
         if op.partials[0] is None:
             return
         e = x._edge
         if e is None or e[0] is not x.grad_fn or e[1] != x.output_nr:
             e = edge_of(x)
-        edges = (e,)
+        edges = (e,) if n == 1 else (e, _NO_EDGE) if n == 2 else (e, _NO_EDGE, _NO_EDGE)
         d = x._data
-        m = (d.shape, d.dtype, type(d))
-        metas = _SOLE_METAS.get(m) or _sole_metas(m)
+        key = (n, d.shape, d.dtype, type(d))
+        metas = _FIRST_METAS.get(key) or _first_metas(key)
         cls, saves, need_out = op._recording.get(_ONE) or op.recording(1, 1)
-        saved = (SavedTensor(x),) if saves else _NO_SAVED_1
+        saved = (SavedTensor(x),) if saves else (None,)
+        if n > 1:
+            saved += tuple(operands[1:])  # the numbers, for the backward and _saved_<name>
         mask = 1
     else:
         y = operands[1]
-        if op.n_args == 2 and type(x) is Tensor and type(y) is Tensor:
+        if n == 2 and type(x) is Tensor and type(y) is Tensor:
             px, py = op.partials
             mask = (1 if x._rg and px is not None else 0) | (2 if y._rg and py is not None else 0)
             if not mask:
