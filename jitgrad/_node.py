@@ -30,7 +30,6 @@ INFERENCE_SAVE_MESSAGE = (
     "`jitgrad.inference_mode()`.")
 
 
-_new = object.__new__
 _UNUSUAL, _HOOK_USERS = _state.unusual, _state.saved_hook_users
 
 _OWN_CODE = (os.path.dirname(os.path.abspath(__file__)) + os.sep, "<jitgrad ")
@@ -443,7 +442,7 @@ class SavedTensor:
 
 
 def _empty_saved():
-    s = _new(SavedTensor)
+    s = SavedTensor.__new__(SavedTensor)
     for name in SavedTensor.__slots__:
         setattr(s, name, None)
     return s
