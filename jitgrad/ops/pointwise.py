@@ -198,14 +198,16 @@ class ElementwiseNode(Node):
         garr = g._data
         if garr.dtype != kdt:
             garr = garr.astype(kdt)
-        elif op.unit_partials:  # add: every input gets g as it came (as torch's AddBackward0)
-            mask = self._mask
-            return [g if mask >> i & 1 else None for i in range(op.n_args)]
         res = [None] * op.n_args
+        inputs = op._backward_inputs.get(self._mask) or op.backward_inputs(self._mask)
+        if op.unit_partials and garr is g._data:
+            for i, _ in inputs:  # add: each input gets g as it came (as torch's AddBackward0)
+                res[i] = g
+            return res
         saved = self._saved
         token = ERRSTATE.set(QUIET)
         try:
-            for i, c in op._backward_inputs.get(self._mask) or op.backward_inputs(self._mask):
+            for i, c in inputs:
                 if c is None:
                     fn, idx, uses_out = op._bwd.get((i, kdt)) or backend.elementwise_kernel(
                         op, ("backward", i), kdt, (garr,))
