@@ -30,6 +30,8 @@ INFERENCE_SAVE_MESSAGE = (
     "`jitgrad.inference_mode()`.")
 
 
+_UNUSUAL, _HOOK_USERS = _state.unusual, _state.saved_hook_users
+
 _OWN_CODE = (os.path.dirname(os.path.abspath(__file__)) + os.sep, "<jitgrad ")
 
 
@@ -76,7 +78,7 @@ class Node:
         self._seq = _state.next_seq()
         self._pre_hooks = self._hooks = self._tensor_hooks = self._retain = None
         self._metadata = self._out_meta = None
-        self._anomaly = AnomalyRecord() if _state.local.anomaly else None
+        self._anomaly = AnomalyRecord() if _UNUSUAL and _state.local.anomaly else None
 
     def name(self):
         return type(self).__name__
@@ -308,18 +310,22 @@ class SavedTensor:
         if t._inference:
             raise RuntimeError(INFERENCE_SAVE_MESSAGE)
         self._packed = self._mutation = None
-        self._grad_fn = None if is_output else t.grad_fn
         self._output_nr, self._rg, self._is_output = t.output_nr, t._rg, is_output
-        self._fw = t._fw if is_output else None
-        self._accum = None if is_output else t._accum
-        if _state.local.inplace_target is t:
+        if is_output:
+            self._grad_fn = self._accum = None
+            self._fw = t._fw
+        else:
+            self._grad_fn, self._accum = t.grad_fn, t._accum
+            self._fw = None
+        if _UNUSUAL and _state.local.inplace_target is t:
             # The op overwrites this very tensor: keep the old values, no version check.
             self._data, self._vc, self._version = t._data.copy(), None, 0
             self._tensor = None
         else:
-            self._data, self._vc, self._version = t._data, t._vc, t._vc[0]
+            vc = self._vc = t._vc
+            self._data, self._version = t._data, vc[0]
             self._tensor = None if is_output else t
-        if _state.saved_hook_users[0]:
+        if _HOOK_USERS[0]:
             self._apply_contexts(t)
 
     def _apply_contexts(self, t):
@@ -355,7 +361,10 @@ class SavedTensor:
 
     def data(self, node):
         """The saved array for a backward formula, checked against in-place changes."""
-        d = self._checked(node)
+        d, vc = self._data, self._vc
+        # _checked's common case inline: every backward formula reads its saved arrays here
+        if d is None or (vc is not None and vc[0] != self._version) or self._mutation is not None:
+            d = self._checked(node)
         t = self._tensor
         if t is not None and t.grad_fn is None and self._grad_fn is not None:
             # a saved non-leaf input lost its history to detach_(): as torch, refuse

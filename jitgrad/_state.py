@@ -5,11 +5,36 @@ import itertools
 import threading
 
 
+# Flags that the per-op fast paths would otherwise read on every op (a thread-local
+# read costs about 60 ns): each is a property whose setter keeps `unusual` holding
+# one entry per (thread, flag) away from its default, so `if not unusual:` stands for
+# those reads while every thread runs with the defaults. A list, as its append and
+# pop are atomic: no lock. grad_enabled stays a plain attribute: it is set twice per
+# backward pass and read per op anyway.
+unusual = []
+
+
+def _counted(name, is_set):
+    slot = "_" + name
+
+    def get(self):
+        return getattr(self, slot)
+
+    def set_(self, value):
+        now, was = is_set(value), is_set(getattr(self, slot))
+        if now and not was:
+            unusual.append(name)
+        elif was and not now:
+            unusual.pop()
+        threading.local.__setattr__(self, slot, value)
+    return property(get, set_)
+
+
 class _Local(threading.local):
     # Class attributes are each thread's defaults; assignments are per thread.
     grad_enabled = True
-    inference = False
-    anomaly = False
+    _inference = False
+    _anomaly = False
     anomaly_check_nan = True
     fusion = True
     saved_hooks = ()        # stack of (pack, unpack) pairs; the innermost wins
@@ -18,7 +43,11 @@ class _Local(threading.local):
     graph_tasks = ()        # stack of the backward passes running in this thread
     anomaly_parent = None   # the node whose backward runs (anomaly mode's nesting)
     profiler = None         # the active profiler: push(name, kind) / pop() around events
-    inplace_target = None   # the tensor an in-place op is overwriting: saving it snapshots it
+    # the tensor an in-place op is overwriting: saving it snapshots it
+    _inplace_target = None
+    inference = _counted("inference", bool)
+    anomaly = _counted("anomaly", bool)
+    inplace_target = _counted("inplace_target", lambda t: t is not None)
 
 
 local = _Local()

@@ -114,6 +114,28 @@ def describe(arr):
     return f"jitgrad.{_dt.from_np(arr.dtype).name} [{', '.join(map(str, arr.shape))}]"
 
 
+_UNUSUAL = _state.unusual
+_new = object.__new__
+
+
+def result_tensor(data):
+    """Tensor(data) for an op's result, `data` already an array, outside a
+    jitgrad.compile trace. The same slots as Tensor.__init__ sets (a test compares
+    them), without the type call's dispatch and the conversions: an eager op on small
+    tensors spent a tenth of its time making its result."""
+    t = _new(Tensor)
+    t._data = data
+    t._rg = False
+    t.grad_fn = t._edge = None
+    t.output_nr = 0
+    t._vc = [0]
+    t._base = t._view_chain = t._grad_value = t._views = t._hooks = t._post_hooks = t._accum = \
+        t._fw = t._creation_meta = None
+    t._retains_grad = False
+    t._inference = _state.local.inference if _UNUSUAL else False
+    return t
+
+
 _engine_backward = None  # autograd.engine.backward, once Tensor.backward first runs
 
 
@@ -143,7 +165,7 @@ class Tensor:
         self._base = self._view_chain = self._grad_value = self._views = self._hooks = \
             self._post_hooks = self._accum = self._fw = self._creation_meta = None
         self._retains_grad = False
-        self._inference = _state.local.inference
+        self._inference = _state.local.inference if _UNUSUAL else False
         if TRACE[0] is not None:  # a jitgrad.compile trace tells its own tensors apart
             TRACE[0].born(self)
 

@@ -60,3 +60,56 @@ def test_saving_the_target_in_another_thread_does_not_snapshot():
         assert "modified by an inplace operation" in str(e)
     else:
         raise AssertionError("x was changed in place after being saved: backward must refuse")
+
+
+def test_unusual_counts_flags_off_their_default_in_any_thread():
+    """`unusual` is empty exactly when no thread holds a counted flag (inference,
+    anomaly, in-place target) off its default, so the per-op fast paths may skip
+    reading those flags."""
+    base = len(_state.unusual)
+    with jitgrad.inference_mode():
+        assert len(_state.unusual) == base + 1
+        with jitgrad.inference_mode():  # setting the same value again counts once
+            assert len(_state.unusual) == base + 1
+        with jitgrad.autograd.set_detect_anomaly(True):
+            assert len(_state.unusual) == base + 2
+        assert jitgrad.ones(2).is_inference() is True
+    assert len(_state.unusual) == base
+
+    entered, leave = threading.Event(), threading.Event()
+
+    def other():
+        with jitgrad.inference_mode():
+            entered.set()
+            leave.wait(5)
+
+    th = threading.Thread(target=other)
+    th.start()
+    entered.wait(5)
+    try:
+        assert len(_state.unusual) == base + 1
+        # this thread's flags stay default: its tensors are not inference tensors
+        t = jitgrad.ones(2) * 2
+        assert t.is_inference() is False
+    finally:
+        leave.set()
+        th.join(5)
+    assert len(_state.unusual) == base
+
+
+def test_inplace_target_is_counted_while_an_inplace_op_runs():
+    base = len(_state.unusual)
+    x = jitgrad.ones(3, requires_grad=True).clone()
+    seen = []
+    apply_inplace(x, lambda src: seen.append(len(_state.unusual)) or src * 2)
+    assert seen == [base + 1] and len(_state.unusual) == base
+
+
+def test_uncounted_flags_do_not_count():
+    base = len(_state.unusual)
+    with jitgrad.no_grad():
+        _state.local.fusion = False
+        try:
+            assert len(_state.unusual) == base
+        finally:
+            _state.local.fusion = True

@@ -195,3 +195,23 @@ def test_data_assignment_refused_as_torch(lib, value, error, pattern):
     with pytest.raises(error, match=pattern):
         p.data = value(lib)
     assert tuple(p.shape) == (4,) and dtype_name(p) == "float32"
+
+
+@pytest.mark.parametrize("mode", ["plain", "inference"])
+def test_result_tensor_sets_the_slots_tensor_init_sets(mode):
+    """result_tensor, the ops' fast constructor, must leave a tensor as Tensor() does,
+    slot for slot (the version counter: a new one, at 0)."""
+    from jitgrad.tensor import Tensor, result_tensor
+    arr = np.ones(3, np.float32)
+    ctx = jitgrad.inference_mode() if mode == "inference" else jitgrad.enable_grad()
+    with ctx:
+        a, b = Tensor(arr), result_tensor(arr)
+    for name in Tensor.__slots__:
+        if name == "__weakref__":
+            continue
+        va, vb = getattr(a, name), getattr(b, name)
+        if name == "_vc":
+            assert va is not vb and list(va) == list(vb) == [0]
+        else:
+            assert va is vb or (type(va) is type(vb) and va == vb), name
+    assert b.is_inference() is (mode == "inference")

@@ -23,7 +23,7 @@ from ..kernels import pool as _pool
 from ..kernels import ERRSTATE, QUIET, quiet
 from ..kernels.expr import constant_value, is_constant, parse
 from ..kernels.roles import role_formula
-from ..tensor import Tensor, asarray
+from ..tensor import Tensor, asarray, result_tensor
 from .record import FW, NODE_CLASSES, node_class, saved_attribute
 
 # The names a formula may call, as functions of Tensors (double backward evaluates
@@ -71,6 +71,7 @@ class ElementwiseOp:
         self._needs = {}
         self._save_order = {}
         self._recording = {}
+        self._backward_inputs = {}
         self._tensor_fns = [None] * len(args)
 
     def __repr__(self):
@@ -114,6 +115,12 @@ class ElementwiseOp:
         saves = tuple(i for i in self.save_order(mask) if need_args[i] and tensors >> i & 1)
         got = self._recording[mask, tensors] = (
             NODE_CLASSES.get(name) or node_class(name, ElementwiseNode), saves, need_out)
+        return got
+
+    def backward_inputs(self, mask):
+        """((input index, its constant partial or None), ...) for the inputs in `mask`."""
+        got = self._backward_inputs[mask] = tuple(
+            (i, c) for i, c in enumerate(self.const_partials) if mask >> i & 1)
         return got
 
     def forward_kernel(self, kdt):
@@ -191,25 +198,17 @@ class ElementwiseNode(Node):
         garr = g._data
         if garr.dtype != kdt:
             garr = garr.astype(kdt)
-        elif op.unit_partials:  # add: every input gets g as it came (as torch's AddBackward0)
-            mask = self._mask
-            return [g if mask >> i & 1 else None for i in range(op.n_args)]
-        res = []
-        mask = self._mask
+        res = [None] * op.n_args
+        inputs = op._backward_inputs.get(self._mask) or op.backward_inputs(self._mask)
+        if op.unit_partials and garr is g._data:
+            for i, _ in inputs:  # add: each input gets g as it came (as torch's AddBackward0)
+                res[i] = g
+            return res
         saved = self._saved
         token = ERRSTATE.set(QUIET)
         try:
-            for i, c in enumerate(op.const_partials):
-                if not mask >> i & 1:
-                    res.append(None)
-                    continue
-                if c == 1 and garr is g._data:
-                    res.append(g)  # passed through as it came (torch's AddBackward0 does too)
-                    continue
-                if c is not None:
-                    r = (garr if c == 1 else -garr if c == -1 else np.zeros_like(garr) if c == 0
-                         else garr * kdt.type(c))
-                else:
+            for i, c in inputs:
+                if c is None:
                     fn, idx, uses_out = op._bwd.get((i, kdt)) or backend.elementwise_kernel(
                         op, ("backward", i), kdt, (garr,))
                     args = [garr]
@@ -219,12 +218,22 @@ class ElementwiseNode(Node):
                             v = v.data(self)
                             if v.dtype != kdt and v.dtype.kind != "b":  # masks stay bool
                                 v = v.astype(kdt)  # e.g. a 0-d operand of another dtype
+                        elif type(v) is float or type(v) is int:
+                            v = number_array(v, kdt)
                         args.append(v)
                     if uses_out:
                         v = self._out.data(self)
                         args.append(v if v.dtype == kdt else v.astype(kdt))  # float16 out
                     r = fn(*args)
-                res.append(Tensor(r))  # a 0-d result (a numpy scalar) becomes an array there
+                elif c == 1 and garr is g._data:
+                    res[i] = g  # passed through as it came (torch's AddBackward0 does too)
+                    continue
+                else:
+                    r = (garr if c == 1 else -garr if c == -1 else np.zeros_like(garr) if c == 0
+                         else garr * kdt.type(c))
+                if type(r) is not HOST_ARRAY:
+                    r = asarray(r)  # a 0-d result is a numpy scalar
+                res[i] = result_tensor(r) if TRACE[0] is None else Tensor(r)
         finally:
             ERRSTATE.reset(token)
         return res
@@ -378,6 +387,29 @@ def call(op, *operands, out_arr=None):
     return out
 
 
+# Python numbers as kernel operands: read-only 0-d arrays of the kernel's dtype, one
+# per value and dtype, as a numpy ufunc takes a 0-d array 0.15 us faster than a
+# numpy scalar, and converting the number took 0.2 us more (softplus has two).
+_NUMBER_ARRAYS = {}
+
+
+def number_array(v, kdt):
+    """`v` (a Python number) as a shared read-only 0-d array of dtype `kdt`."""
+    by_value = _NUMBER_ARRAYS.get(kdt)
+    a = by_value.get(v if v else repr(v)) if by_value is not None else None
+    return a if a is not None else _new_number_array(v, kdt)
+
+
+def _new_number_array(v, kdt):
+    by_value = _NUMBER_ARRAYS.get(kdt)
+    if by_value is None or len(by_value) >= 1024:
+        by_value = _NUMBER_ARRAYS[kdt] = {}
+    a = np.asarray(kdt.type(v))
+    a.flags.writeable = False
+    by_value[v if v else repr(v)] = a  # zeros by their text: 0.0 == -0.0, but not in sign
+    return a
+
+
 def small_call(op, operands):
     """The small-op path: `op` on host arrays below the loop-kernel size, of one
     float32 or float64 dtype, and Python numbers, straight to the ufunc. None
@@ -403,10 +435,12 @@ def small_call(op, operands):
     if kdt not in _SMALL_DTYPES:
         return None
     if numbers:  # as kernel operands of the kernel's dtype
+        by_value = _NUMBER_ARRAYS.get(kdt)
         i = 0
         for a in arrays:
             if type(a) is not HOST_ARRAY:
-                arrays[i] = kdt.type(a)
+                c = by_value.get(a if a else repr(a)) if by_value is not None else None
+                arrays[i] = c if c is not None else _new_number_array(a, kdt)
             i += 1
     kernel = op._fwd.get(kdt) or op.forward_kernel(kdt)
     token = ERRSTATE.set(QUIET)
@@ -419,7 +453,8 @@ def small_call(op, operands):
         raise err from None
     finally:
         ERRSTATE.reset(token)
-    out = Tensor(r if type(r) is HOST_ARRAY else np.asarray(r))  # 0-d: a numpy scalar
+    r = r if type(r) is HOST_ARRAY else np.asarray(r)  # 0-d: a numpy scalar
+    out = result_tensor(r) if TRACE[0] is None else Tensor(r)
     if rg and op.differentiable and _state.local.grad_enabled:
         _record_elementwise(op, operands, out, kdt)
     return out
@@ -525,7 +560,32 @@ _ONE = (1, 1)  # (mask, tensors) of a one-operand op
 # A node's saved operands when it saves none and every operand is a tensor, by number
 # of operands: shared, as ARRAY_METAS's tuples are.
 _NO_SAVED = {n: (None,) * n for n in (1, 2, 3)}
-_NO_SAVED_1, _NO_SAVED_2 = _NO_SAVED[1], _NO_SAVED[2]
+_NO_SAVED_2 = _NO_SAVED[2]
+_NO_EDGE = (None, 0)  # the edge of an operand that is a Python number
+_PAIR_METAS = {}  # a two-tensor node's metadata tuple, by (mask, each operand's metadata)
+
+
+def _pair_metas(key):
+    if len(_PAIR_METAS) >= 1024:
+        _PAIR_METAS.clear()
+    mask = key[0]
+    metas = tuple(None if not mask >> i & 1 else ARRAY_METAS.get(m) or array_meta(m)
+                  for i, m in enumerate((key[1:4], key[4:7])))
+    metas = _PAIR_METAS[key] = ARRAY_METAS.get(metas) or array_meta(metas)
+    return metas
+
+
+_FIRST_METAS = {}  # metadata tuple of a node whose first operand alone gets a gradient
+
+
+def _first_metas(key):
+    """key: (number of operands, the first one's shape, dtype, array type)."""
+    if len(_FIRST_METAS) >= 1024:
+        _FIRST_METAS.clear()
+    m = key[1:]
+    metas = (ARRAY_METAS.get(m) or array_meta(m),) + (None,) * (key[0] - 1)
+    metas = _FIRST_METAS[key] = ARRAY_METAS.get(metas) or array_meta(metas)
+    return metas
 
 
 def _operand_records(op, operands):
@@ -551,7 +611,7 @@ def _operand_records(op, operands):
             else:
                 metas.append(None)
         else:
-            edges.append((None, 0))
+            edges.append(_NO_EDGE)
             metas.append(None)
             if numbers is None:
                 numbers = [None] * op.n_args
@@ -560,41 +620,53 @@ def _operand_records(op, operands):
         i += 1
     saved = (tuple(numbers) if numbers is not None else
              _NO_SAVED.get(op.n_args) or _NO_SAVED.setdefault(op.n_args, (None,) * op.n_args))
-    return edges, metas, saved, mask, tensors
+    # Tuples: the garbage collector stops tracking one that holds no objects (the
+    # metadata), and a graph stays in memory.
+    metas = tuple(metas)
+    return tuple(edges), ARRAY_METAS.get(metas) or array_meta(metas), saved, mask, tensors
 
 
 def _record_elementwise(op, operands, out, kdt):
     """Make `out`'s ElementwiseNode, if an operand that requires grad has a partial."""
-    # The commonest cases, one tensor or two, without _operand_records' loop
-    if op.n_args == 1:
-        x = operands[0]  # a tensor requiring grad (callers check)
+    # The commonest cases without _operand_records' loop: one tensor, alone or with
+    # Python numbers, and two tensors; an operand's edge inline where it has one
+    # already (edge_of's common case)
+    x = operands[0]
+    n = op.n_args
+    if n == 1 or type(x) is Tensor and not isinstance(operands[1], Tensor) and (
+            n == 2 or n == 3 and not isinstance(operands[2], Tensor)):
+        # x is the operand requiring grad (callers check)
         if op.partials[0] is None:
             return
-        edges = (edge_of(x),)
+        e = x._edge
+        if e is None or e[0] is not x.grad_fn or e[1] != x.output_nr:
+            e = edge_of(x)
+        edges = (e,) if n == 1 else (e, _NO_EDGE) if n == 2 else (e, _NO_EDGE, _NO_EDGE)
         d = x._data
-        m = (d.shape, d.dtype, type(d))
-        metas = (ARRAY_METAS.get(m) or array_meta(m),)
+        key = (n, d.shape, d.dtype, type(d))
+        metas = _FIRST_METAS.get(key) or _first_metas(key)
         cls, saves, need_out = op._recording.get(_ONE) or op.recording(1, 1)
-        saved = (SavedTensor(x),) if saves else _NO_SAVED_1
+        saved = (SavedTensor(x),) if saves else (None,)
+        if n > 1:
+            saved += tuple(operands[1:])  # the numbers, for the backward and _saved_<name>
         mask = 1
     else:
-        if op.n_args == 2 and type(operands[0]) is Tensor and type(operands[1]) is Tensor:
-            x, y = operands
+        y = operands[1]
+        if n == 2 and type(x) is Tensor and type(y) is Tensor:
             px, py = op.partials
             mask = (1 if x._rg and px is not None else 0) | (2 if y._rg and py is not None else 0)
             if not mask:
                 return
-            edges = (edge_of(x), edge_of(y))
-            mx = my = None
-            if mask & 1:
-                d = x._data
-                m = (d.shape, d.dtype, type(d))
-                mx = ARRAY_METAS.get(m) or array_meta(m)
-            if mask & 2:
-                d = y._data
-                m = (d.shape, d.dtype, type(d))
-                my = mx if y is x and mx is not None else ARRAY_METAS.get(m) or array_meta(m)
-            metas = (mx, my)
+            e = x._edge
+            if e is None or e[0] is not x.grad_fn or e[1] != x.output_nr:
+                e = edge_of(x)
+            f = y._edge
+            if f is None or f[0] is not y.grad_fn or f[1] != y.output_nr:
+                f = edge_of(y)
+            edges = (e, f)
+            dx, dy = x._data, y._data
+            key = (mask, dx.shape, dx.dtype, type(dx), dy.shape, dy.dtype, type(dy))
+            metas = _PAIR_METAS.get(key) or _pair_metas(key)
             saved = _NO_SAVED_2
             tensors = 3
         else:
@@ -607,10 +679,7 @@ def _record_elementwise(op, operands, out, kdt):
             for i in saves:  # x * x saves x twice: two saved tensors, as torch's
                 saved[i] = SavedTensor(operands[i])
             saved = tuple(saved)
-    # Tuples: the garbage collector stops tracking one that holds no objects (the
-    # metadata), and a graph stays in memory.
-    metas = tuple(metas)
-    node = cls(tuple(edges), ARRAY_METAS.get(metas) or array_meta(metas))
+    node = cls(edges, metas)
     node._op = op
     node._kdt = kdt
     node._mask = mask
@@ -623,4 +692,4 @@ def _record_elementwise(op, operands, out, kdt):
         r.size >= _fuse.FUSE_MIN_ELEMENTS or type(r) is not HOST_ARRAY) else None
     out.grad_fn = node
     out._rg = True
-    node._out = SavedTensor(out, is_output=True) if need_out else None
+    node._out = SavedTensor(out, True) if need_out else None

@@ -190,3 +190,28 @@ def test_zero_dim_operand_of_another_dtype_as_torch(name, dtypes, zero_dim_first
         assert jdt == tdt
         np.testing.assert_allclose(jval, tval, rtol=2e-2 if "float16" in dtypes else 1e-5,
                                    atol=1e-3 if "float16" in dtypes else 1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_numbers_keep_their_sign_and_value_on_the_small_path(dtype):
+    """Python numbers reach the kernels as shared 0-d arrays, one per value: 0.0 and
+    -0.0 (equal as keys) and 0 stay apart, 1 and 1.0 agree, and a shared array is
+    never written."""
+    x = jitgrad.tensor(np.array([0.5, -2.0], dtype), requires_grad=True)
+    for number, signs in ((-0.0, [True, False]), (0.0, [False, True]), (0, [False, True]),
+                          (-0.0, [True, False])):
+        r = (x * number).detach().numpy()
+        assert r.dtype == np.dtype(dtype)
+        assert list(np.signbit(r)) == signs, number
+    assert np.array_equal((x * 1).detach().numpy(), (x * 1.0).detach().numpy())
+    y = jitgrad.nn.functional.softplus(x, 2.0, 1.0)
+    y.sum().backward()
+    if torch is not None:
+        tx = torch.tensor(np.array([0.5, -2.0], dtype), requires_grad=True)
+        ty = torch.nn.functional.softplus(tx, 2.0, 1.0)
+        ty.sum().backward()
+        np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-6)
+        np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-6)
+    from jitgrad.ops.pointwise import number_array
+    shared = number_array(2.0, np.dtype(dtype))
+    assert shared is number_array(2.0, np.dtype(dtype)) and not shared.flags.writeable
