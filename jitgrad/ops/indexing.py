@@ -5,7 +5,7 @@ import numpy as np
 
 from .. import backend
 from .._trace import TRACE, graph_break
-from ..tensor import Tensor, asarray, ascontiguous, wrap_dim
+from ..tensor import Tensor, asarray, ascontiguous, result_tensor, wrap_dim
 from .legacy import scalar_type
 from .record import records_nothing, shared
 from .registry import Arg, Dims, Sample, op
@@ -84,7 +84,7 @@ def _scattered(g, shape, key):
 def _getitem_backward(node, g):
     shape, key = node._attrs
     if records_nothing():  # index_put_zeros would only add its dispatch
-        return (Tensor(_scattered(g._data, shape, key)),)
+        return (result_tensor(_scattered(g._data, shape, key)),)
     return (index_put_zeros(g, shape, key),)
 
 

@@ -6,7 +6,7 @@ from .. import _state
 from .. import dtypes as _dt
 from .._trace import TRACE
 from ..backend import HOST_ARRAY
-from ..tensor import Tensor, wrap_dim
+from ..tensor import Tensor, result_tensor, wrap_dim
 from .creation import zeros_as
 from .record import FW, records_nothing, shared
 from .registry import Arg, Dims, Sample, op
@@ -77,8 +77,10 @@ def _stack_backward(node, g):
     arr = g._data
     if records_nothing() and type(arr) is HOST_ARRAY:  # the views unbind makes, unrecorded
         # the Ellipsis keeps a 0-d part an array (a view), not a numpy scalar to convert
+        if d == 0:
+            return [result_tensor(arr[i, ...]) for i in range(n)]
         lead = (slice(None),) * d
-        return [Tensor(arr[lead + (i, Ellipsis)]) for i in range(n)]
+        return [result_tensor(arr[lead + (i, Ellipsis)]) for i in range(n)]
     return unbind(g, d)
 
 

@@ -1,5 +1,6 @@
 """softmax's backward: on arrays when nothing is recorded, with ops when the
-backward itself is differentiated; both as torch's."""
+backward itself is differentiated; both as torch's. The forward of a short
+vector (its max taken from a list): the bits of the reduce path."""
 import numpy as np
 import pytest
 
@@ -25,3 +26,21 @@ def test_softmax_backward_as_torch(shape, dim, create_graph):
         res.append(out)
     for j, t in zip(*res):
         np.testing.assert_allclose(j, t, rtol=1e-10, atol=1e-12)
+
+
+def _softmax_by_reduce(d):
+    e = np.exp(d - np.maximum.reduce(d, axis=0, keepdims=True))
+    return e / np.add.reduce(e, axis=0, keepdims=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("values", [
+    [0.3, -1.2, 2.5, 0.7], [1.0], [-0.0, 0.0, -0.0], [np.inf, 1.0, 2.0], [-np.inf, -np.inf],
+    [1.0, np.nan, 2.0], [np.nan, 5.0], [np.inf, np.nan, -np.inf], [88.0, -100.0, 1e-30, 3.0],
+    list(np.linspace(-4, 4, 16)), list(np.linspace(-4, 4, 17))])
+def test_softmax_of_short_vector_has_reduce_bits(values, dtype):
+    d = np.array(values, dtype)
+    with np.errstate(all="ignore"):
+        want = _softmax_by_reduce(d)
+    got = jitgrad.softmax(jitgrad.tensor(d), 0).numpy()
+    assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
