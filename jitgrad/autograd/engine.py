@@ -272,7 +272,10 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
     """Execute the graph below `root_edges`. With targets (edges), gradients
     arriving at them are captured and returned; leaves accumulate only if
     `accumulate_into` lists them (backward(inputs=...)) or targets is None."""
-    roots = list(dict.fromkeys(n for n, _ in root_edges if n is not None))  # an output given twice
+    if len(root_edges) == 1:  # the usual loss.backward(): no duplicates to drop
+        roots = [root_edges[0][0]] if root_edges[0][0] is not None else []
+    else:  # an output given twice counts once
+        roots = list(dict.fromkeys(n for n, _ in root_edges if n is not None))
     deps = count_dependencies(roots)
     needed = None if targets is None else _needed_nodes(roots, targets)
     capture = None
@@ -296,7 +299,7 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
     owner = None
     anomaly = _state.local.anomaly  # as torch: checked if on while backward runs
     if _state.local.fusion and not create_graph and not anomaly and _state.fw_level[0] is None:
-        excluded = set() if targets is None else {n for n, _ in targets}
+        excluded = _NOTHING if targets is None else {n for n, _ in targets}
         if needed is not None:
             excluded |= deps.keys() - needed
         owner = plan(deps, buffers, excluded) or None
@@ -328,8 +331,7 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
     local.grad_enabled = create_graph
     local.graph_tasks = local.graph_tasks + (GraphTask(deps, needed),)
     prof = local.profiler
-    task = _Pass(needed, capture, captured, accumulate_nodes, targets, accumulate_into, prof,
-                 anomaly, create_graph, retain_graph, sums)
+    task = None  # the _Pass, made for the first node that something watches
     # A pass with none of these runs a node without hooks by the short path below.
     watched = targets is not None or prof is not None or anomaly
     heappop, heappush, popleft = heapq.heappop, heapq.heappush, leaves.popleft
@@ -363,12 +365,20 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                     grads = []
                 elif sums and node in sums:
                     _as_tensors(grads)
-                if (watched or type(node) is AccumulateGrad or node._tensor_hooks is not None
-                        or node._retain is not None or node._pre_hooks is not None
-                        or node._hooks is not None):
+                if (watched or node._tensor_hooks is not None or node._retain is not None
+                        or node._pre_hooks is not None or node._hooks is not None):
+                    if task is None:
+                        task = _Pass(needed, capture, captured, accumulate_nodes, targets,
+                                     accumulate_into, prof, anomaly, create_graph, retain_graph,
+                                     sums)
                     out = _run_watched(node, grads, task)
                     if out is None:
                         continue
+                elif type(node) is AccumulateGrad:
+                    # unwatched: only the leaf's own tensor hooks can see the gradient
+                    # (a pass with capture or accumulate_nodes has targets: watched)
+                    _run_accumulate(node, grads, create_graph, node in sums)
+                    continue
                 else:
                     for g in grads:
                         if g is not None:
@@ -433,6 +443,9 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
         raise RuntimeError("internal error: a fused backward group never became ready; "
                            "rerun with jitgrad.autograd.set_fusion_enabled(False) and report it")
     return captured
+
+
+_NOTHING = frozenset()
 
 
 class _Pass:
