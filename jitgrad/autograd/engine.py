@@ -31,7 +31,7 @@ def _make_roots(outputs, grads, who):
     """The root edges and their gradients; an output is a Tensor or a GradientEdge."""
     edges, root_grads = [], []
     for i, t in enumerate(outputs):
-        if isinstance(t, GradientEdge):
+        if type(t) is not Tensor and isinstance(t, GradientEdge):
             edge, meta = t, output_meta(t.node, t.output_nr)
         elif isinstance(t, Tensor):
             if not t._rg:
@@ -47,7 +47,7 @@ def _make_roots(outputs, grads, who):
                 raise RuntimeError(
                     f"the shape of output {i}, {t}, is unknown (the edge was not made by "
                     "get_gradient_edge); pass its gradient in grad_outputs=/grad_tensors=")
-            if math.prod(meta[0]) != 1:
+            if meta[0] and math.prod(meta[0]) != 1:  # (a 0-d loss: no product to take)
                 raise RuntimeError(
                     "grad can be implicitly created only for scalar outputs (output "
                     f"{i} has shape {list(meta[0])}); pass gradient=/grad_outputs= with a tensor "
