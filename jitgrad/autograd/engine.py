@@ -15,7 +15,8 @@ import numpy as np
 from .. import _state
 from .._trace import TRACE
 from .._node import (ACCUMULATE_SEQ, AccumulateGrad, GradientEdge, GraphTask,
-                     count_dependencies, edge_of, output_meta)
+                     WATCHED_NODES, count_dependencies, edge_of,
+                     output_meta)
 from .anomaly_mode import run_checked
 from .fusion import FusedGroup, plan
 from ..dtypes import from_np
@@ -334,6 +335,7 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
     task = None  # the _Pass, made for the first node that something watches
     # A pass with none of these runs a node without hooks by the short path below.
     watched = targets is not None or prof is not None or anomaly
+    hooked = WATCHED_NODES[0]  # else no node has hooks to look for
     heappop, heappush, popleft = heapq.heappop, heapq.heappush, leaves.popleft
     # The node just made ready, while it is newer than all in the heap (it runs next,
     # after any leaves): most nodes of a graph run so, without a trip through the
@@ -365,7 +367,8 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                     grads = []
                 elif sums and node in sums:
                     _as_tensors(grads)
-                if (watched or node._tensor_hooks is not None or node._retain is not None
+                if watched or hooked and (
+                        node._tensor_hooks is not None or node._retain is not None
                         or node._pre_hooks is not None or node._hooks is not None):
                     if task is None:
                         task = _Pass(needed, capture, captured, accumulate_nodes, targets,
