@@ -540,7 +540,7 @@ def _sum_arrays(prev, g):
         if type(prev) is Tensor:
             return np.add(p, g)
         if type(prev) is HOST_ARRAY and prev.shape == g.shape and prev.dtype == g.dtype:
-            return np.add(prev, g, out=prev)
+            return np.add(prev, g, prev)  # (out= by position: numpy parses no keyword)
         return np.add(prev, g)
     finally:
         ERRSTATE.reset(token)
@@ -643,7 +643,7 @@ def _accumulate(var, g, create_graph, owned=False):
         var._grad = var._grad_value + g
     else:
         gd = var._grad_value
-        np.add(gd._data, g._data, out=gd._data)
+        np.add(gd._data, g._data, gd._data)
         gd._vc[0] += 1
     if var._post_hooks:
         for fn in tuple(var._post_hooks.values()):
