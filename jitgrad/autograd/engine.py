@@ -378,9 +378,13 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                     if out is None:
                         continue
                 elif type(node) is AccumulateGrad:
-                    # unwatched: only the leaf's own tensor hooks can see the gradient
-                    # (a pass with capture or accumulate_nodes has targets: watched)
-                    _run_accumulate(node, grads, create_graph, node in sums)
+                    # unwatched (a pass with capture or accumulate_nodes has targets), and
+                    # the node has no hooks: only the leaf's own tensor hooks may see it
+                    if node.variable._hooks:
+                        _run_accumulate(node, grads, create_graph, node in sums)
+                    else:
+                        _accumulate(node.variable, grads[0] if grads else None, create_graph,
+                                    node in sums)
                     continue
                 else:
                     for g in grads:
