@@ -65,6 +65,21 @@ class RemovableHandle:
 
 _handle_ids = iter(range(1 << 62)).__next__
 
+# Whether any node of this process has had a hook, pre-hook, tensor hook or retained
+# grad: until one has, the engine runs every node without looking for them.
+WATCHED_NODES = [False]
+
+
+def node_hooks(node, slot):
+    """node's dict in `slot` (_hooks, _pre_hooks, _tensor_hooks or _retain), made on
+    first use; every node made so is one the engine looks into."""
+    d = getattr(node, slot)
+    if d is None:
+        d = {}
+        setattr(node, slot, d)
+        WATCHED_NODES[0] = True
+    return d
+
 
 class Node:
     """Base of every `grad_fn`. Subclasses implement `apply(grads) -> grads`,
@@ -95,18 +110,16 @@ class Node:
 
     def register_hook(self, fn):
         graph_break("Node.register_hook: hooks run Python on each backward")
-        if self._hooks is None:
-            self._hooks = {}
+        hooks = node_hooks(self, "_hooks")
         k = _handle_ids()
-        self._hooks[k] = fn
-        return RemovableHandle(self._hooks, k)
+        hooks[k] = fn
+        return RemovableHandle(hooks, k)
 
     def register_prehook(self, fn):
-        if self._pre_hooks is None:
-            self._pre_hooks = {}
+        hooks = node_hooks(self, "_pre_hooks")
         k = _handle_ids()
-        self._pre_hooks[k] = fn
-        return RemovableHandle(self._pre_hooks, k)
+        hooks[k] = fn
+        return RemovableHandle(hooks, k)
 
     def _saved_tensors(self):
         """The SavedTensors this node holds (subclasses that save say which)."""
@@ -214,9 +227,7 @@ def move_retain_grad(t, old, old_nr):
         if old is not None and old._retain is not None:
             old._retain.pop(old_nr, None)
         if node is not None:
-            if node._retain is None:
-                node._retain = {}
-            node._retain[t.output_nr] = weakref.ref(t)
+            node_hooks(node, "_retain")[t.output_nr] = weakref.ref(t)
 
 
 # The (shape, dtype, array type) tuples that nodes keep per input, and the tuples of

@@ -15,7 +15,8 @@ import numpy as np
 from .. import _state
 from .._trace import TRACE
 from .._node import (ACCUMULATE_SEQ, AccumulateGrad, GradientEdge, GraphTask,
-                     count_dependencies, edge_of, output_meta)
+                     WATCHED_NODES, count_dependencies, edge_of,
+                     output_meta)
 from .anomaly_mode import run_checked
 from .fusion import FusedGroup, plan
 from ..dtypes import from_np
@@ -31,7 +32,7 @@ def _make_roots(outputs, grads, who):
     """The root edges and their gradients; an output is a Tensor or a GradientEdge."""
     edges, root_grads = [], []
     for i, t in enumerate(outputs):
-        if isinstance(t, GradientEdge):
+        if type(t) is not Tensor and isinstance(t, GradientEdge):
             edge, meta = t, output_meta(t.node, t.output_nr)
         elif isinstance(t, Tensor):
             if not t._rg:
@@ -47,7 +48,7 @@ def _make_roots(outputs, grads, who):
                 raise RuntimeError(
                     f"the shape of output {i}, {t}, is unknown (the edge was not made by "
                     "get_gradient_edge); pass its gradient in grad_outputs=/grad_tensors=")
-            if math.prod(meta[0]) != 1:
+            if meta[0] and math.prod(meta[0]) != 1:  # (a 0-d loss: no product to take)
                 raise RuntimeError(
                     "grad can be implicitly created only for scalar outputs (output "
                     f"{i} has shape {list(meta[0])}); pass gradient=/grad_outputs= with a tensor "
@@ -272,7 +273,10 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
     """Execute the graph below `root_edges`. With targets (edges), gradients
     arriving at them are captured and returned; leaves accumulate only if
     `accumulate_into` lists them (backward(inputs=...)) or targets is None."""
-    roots = list(dict.fromkeys(n for n, _ in root_edges if n is not None))  # an output given twice
+    if len(root_edges) == 1:  # the usual loss.backward(): no duplicates to drop
+        roots = [root_edges[0][0]] if root_edges[0][0] is not None else []
+    else:  # an output given twice counts once
+        roots = list(dict.fromkeys(n for n, _ in root_edges if n is not None))
     deps = count_dependencies(roots)
     needed = None if targets is None else _needed_nodes(roots, targets)
     capture = None
@@ -296,7 +300,7 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
     owner = None
     anomaly = _state.local.anomaly  # as torch: checked if on while backward runs
     if _state.local.fusion and not create_graph and not anomaly and _state.fw_level[0] is None:
-        excluded = set() if targets is None else {n for n, _ in targets}
+        excluded = _NOTHING if targets is None else {n for n, _ in targets}
         if needed is not None:
             excluded |= deps.keys() - needed
         owner = plan(deps, buffers, excluded) or None
@@ -328,10 +332,10 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
     local.grad_enabled = create_graph
     local.graph_tasks = local.graph_tasks + (GraphTask(deps, needed),)
     prof = local.profiler
-    task = _Pass(needed, capture, captured, accumulate_nodes, targets, accumulate_into, prof,
-                 anomaly, create_graph, retain_graph, sums)
+    task = None  # the _Pass, made for the first node that something watches
     # A pass with none of these runs a node without hooks by the short path below.
     watched = targets is not None or prof is not None or anomaly
+    hooked = WATCHED_NODES[0]  # else no node has hooks to look for
     heappop, heappush, popleft = heapq.heappop, heapq.heappush, leaves.popleft
     # The node just made ready, while it is newer than all in the heap (it runs next,
     # after any leaves): most nodes of a graph run so, without a trip through the
@@ -363,12 +367,25 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                     grads = []
                 elif sums and node in sums:
                     _as_tensors(grads)
-                if (watched or type(node) is AccumulateGrad or node._tensor_hooks is not None
-                        or node._retain is not None or node._pre_hooks is not None
-                        or node._hooks is not None):
+                if watched or hooked and (
+                        node._tensor_hooks is not None or node._retain is not None
+                        or node._pre_hooks is not None or node._hooks is not None):
+                    if task is None:
+                        task = _Pass(needed, capture, captured, accumulate_nodes, targets,
+                                     accumulate_into, prof, anomaly, create_graph, retain_graph,
+                                     sums)
                     out = _run_watched(node, grads, task)
                     if out is None:
                         continue
+                elif type(node) is AccumulateGrad:
+                    # unwatched (a pass with capture or accumulate_nodes has targets), and
+                    # the node has no hooks: only the leaf's own tensor hooks may see it
+                    if node.variable._hooks:
+                        _run_accumulate(node, grads, create_graph, node in sums)
+                    else:
+                        _accumulate(node.variable, grads[0] if grads else None, create_graph,
+                                    node in sums)
+                    continue
                 else:
                     for g in grads:
                         if g is not None:
@@ -433,6 +450,9 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
         raise RuntimeError("internal error: a fused backward group never became ready; "
                            "rerun with jitgrad.autograd.set_fusion_enabled(False) and report it")
     return captured
+
+
+_NOTHING = frozenset()
 
 
 class _Pass:
@@ -524,7 +544,7 @@ def _sum_arrays(prev, g):
         if type(prev) is Tensor:
             return np.add(p, g)
         if type(prev) is HOST_ARRAY and prev.shape == g.shape and prev.dtype == g.dtype:
-            return np.add(prev, g, out=prev)
+            return np.add(prev, g, prev)  # (out= by position: numpy parses no keyword)
         return np.add(prev, g)
     finally:
         ERRSTATE.reset(token)
@@ -627,7 +647,7 @@ def _accumulate(var, g, create_graph, owned=False):
         var._grad = var._grad_value + g
     else:
         gd = var._grad_value
-        np.add(gd._data, g._data, out=gd._data)
+        np.add(gd._data, g._data, gd._data)
         gd._vc[0] += 1
     if var._post_hooks:
         for fn in tuple(var._post_hooks.values()):

@@ -6,7 +6,7 @@ import weakref
 from .. import _state
 from .._trace import graph_break
 from .._node import (GradientEdge, Node, RemovableHandle, _handle_ids, current_graph_task,
-                     gradient_edge, will_execute)
+                     gradient_edge, node_hooks, will_execute)
 from ..tensor import Tensor, on_device
 
 __all__ = ["Node", "GradientEdge", "get_gradient_edge", "increment_version",
@@ -43,10 +43,7 @@ def register_hook(self, hook):
         k = _handle_ids()
         self._hooks[k] = hook
         return RemovableHandle(self._hooks, k)
-    node = self.grad_fn
-    if node._tensor_hooks is None:
-        node._tensor_hooks = {}
-    hooks = node._tensor_hooks.setdefault(self.output_nr, {})
+    hooks = node_hooks(self.grad_fn, "_tensor_hooks").setdefault(self.output_nr, {})
     k = _handle_ids()
     hooks[k] = hook
     return RemovableHandle(hooks, k)
@@ -71,10 +68,7 @@ def retain_grad(self):
     if self.grad_fn is None or self._retains_grad:
         return
     graph_break("Tensor.retain_grad: stores a gradient on each backward")
-    node = self.grad_fn
-    if node._retain is None:
-        node._retain = {}
-    node._retain[self.output_nr] = weakref.ref(self)
+    node_hooks(self.grad_fn, "_retain")[self.output_nr] = weakref.ref(self)
     self._retains_grad = True
 
 

@@ -4,7 +4,19 @@ spellings), so `x.sum(axis=1, keepdims=True)` from numpy-minded code runs."""
 import functools
 import inspect
 
+from .._trace import TRACE, traced
+
 ALIASES = {"axis": "dim", "keepdims": "keepdim"}
+
+# The code of a jitgrad.compile trace wrapper (_trace.traced): a layer over one
+# calls the op beneath itself while no trace runs, one Python call less per call.
+_TRACED_CODE = traced(len).__code__
+
+
+def untraced(fn):
+    """The op under fn when fn is a trace wrapper (call it only while TRACE[0] is
+    None), else fn."""
+    return fn.__wrapped_op__ if getattr(fn, "__code__", None) is _TRACED_CODE else fn
 
 
 def keyword_layer(function, fn):
@@ -44,11 +56,13 @@ def accept_aliases(fn, name):
     if not _takes(fn):
         return fn
 
+    op = untraced(fn)
+
     @functools.wraps(fn)
     def function(*args, **kwargs):
         if kwargs and ("axis" in kwargs or "keepdims" in kwargs):  # the common call: no lookup
             kwargs = _renamed(name, kwargs)
-        return fn(*args, **kwargs)
+        return (op if TRACE[0] is None else fn)(*args, **kwargs)
     return keyword_layer(function, fn)
 
 

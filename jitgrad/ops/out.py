@@ -8,9 +8,10 @@ import inspect
 import warnings
 
 from .._state import local
+from .._trace import TRACE
 from ..dtypes import can_cast
 from ..tensor import Tensor
-from .keywords import keyword_layer
+from .keywords import keyword_layer, untraced
 from .legacy import TYPE_NAMES
 
 # torch's functions that take out=, among those jitgrad has (the methods never do)
@@ -66,10 +67,12 @@ def with_out(fn, name):
                 return fn(*args)
             return _into(name, fn(*args), out)
     else:
+        op = untraced(fn)
+
         @functools.wraps(fn)
         def function(*args, out=None, **kwargs):
             if out is None:
-                return fn(*args, **kwargs)
+                return (op if TRACE[0] is None else fn)(*args, **kwargs)
             return _into(name, fn(*args, **kwargs), out)
     return keyword_layer(function, fn)
 

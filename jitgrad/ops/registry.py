@@ -201,11 +201,13 @@ def elementwise(name, args=("x",), out=None, floating=True, bool_out=False, bool
 
     # The common eager call runs small_call, anything else call. Every op shares this
     # one code object; the profiler names its events from the frame's `name`.
+    n_args, plain = len(op.args), op.plain  # fixed when the op is made: no lookups per call
+
     def fn(*operands):
-        if len(operands) != len(op.args):
-            raise TypeError(f"{name}() takes {len(op.args)} arguments ({', '.join(op.args)}), "
+        if len(operands) != n_args:
+            raise TypeError(f"{name}() takes {n_args} arguments ({', '.join(op.args)}), "
                             f"got {len(operands)}")
-        if op.plain and TRACE[0] is None and FW[0] is None:
+        if plain and TRACE[0] is None and FW[0] is None:
             out = small_call(op, operands)
             if out is not None:
                 return out

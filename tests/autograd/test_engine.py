@@ -700,3 +700,30 @@ def test_view_made_under_no_grad_without_any_grad_can_be_modified(lib):
         v = b[:2]
     v.mul_(2)  # nothing requires grad: nothing to forbid
     close(b, [2.0, 4.0, 3.0])
+
+
+@pytest.mark.parametrize("watch", ["tensor_hook", "retain_grad", "node_hook", "node_prehook"])
+def test_the_first_hook_of_a_process_is_run(watch):
+    # the engine looks for hooks on nodes only once some node has had one
+    from jitgrad import _node
+    seen = []
+    was, _node.WATCHED_NODES[0] = _node.WATCHED_NODES[0], False
+    try:
+        x = jitgrad.tensor([1.0, 2.0], requires_grad=True)
+        y = x * 3
+        if watch == "tensor_hook":
+            y.register_hook(lambda g: seen.append(g) or g * 2)
+        elif watch == "retain_grad":
+            y.retain_grad()
+        elif watch == "node_hook":
+            y.grad_fn.register_hook(lambda gi, go: seen.append(go) or (gi[0] * 2,))
+        else:
+            y.grad_fn.register_prehook(lambda go: seen.append(go) or (go[0] * 2,))
+        y.sum().backward()
+    finally:
+        _node.WATCHED_NODES[0] = was
+    if watch == "retain_grad":
+        close(y.grad, [1.0, 1.0])
+    else:
+        assert len(seen) == 1
+        close(x.grad, [6.0, 6.0])
