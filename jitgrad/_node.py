@@ -265,6 +265,11 @@ def count_dependencies(roots):
     return deps
 
 
+# The edge of an input no gradient flows to: shared, as it holds nothing a graph
+# needs to keep (one tuple fewer per such input for the garbage collector to count).
+NO_EDGE = (None, 0)
+
+
 def edge_of(t):
     """(node, output_nr) that receives the gradient of tensor `t`."""
     node = t.grad_fn
@@ -276,7 +281,7 @@ def edge_of(t):
             e = t._edge = (node, t.output_nr)
         return e
     if not t._rg:
-        return (None, 0)
+        return NO_EDGE
     acc = t._accum() if t._accum is not None else None
     if acc is None:
         acc = AccumulateGrad(t)

@@ -23,6 +23,7 @@ from ..dtypes import from_np
 from ..kernels import ERRSTATE, QUIET
 from ..kernels.cpu import end_step
 from ..ops.convert import to_device
+from ..ops.pointwise import FUSABLE_RECORDED
 from ..ops.views import sum_to_size
 from ..backend import HOST_ARRAY, is_host_type
 from ..tensor import Size, Tensor, device_for, on_device
@@ -299,7 +300,8 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
         buf[nr] = g if buf[nr] is None else _add(buf[nr], g)
     owner = None
     anomaly = _state.local.anomaly  # as torch: checked if on while backward runs
-    if _state.local.fusion and not create_graph and not anomaly and _state.fw_level[0] is None:
+    if (FUSABLE_RECORDED[0] and _state.local.fusion and not create_graph and not anomaly
+            and _state.fw_level[0] is None):
         excluded = _NOTHING if targets is None else {n for n, _ in targets}
         if needed is not None:
             excluded |= deps.keys() - needed

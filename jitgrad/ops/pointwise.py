@@ -16,7 +16,7 @@ from .._trace import TRACE
 from .. import dtypes as _dt
 from ..backend import HOST_ARRAY
 from .._dual import set_tangent
-from .._node import ARRAY_METAS, Node, SavedTensor, array_meta, edge_of
+from .._node import ARRAY_METAS, NO_EDGE, Node, SavedTensor, array_meta, edge_of
 from ..kernels import cpu as _cpu
 from ..kernels import fuse as _fuse
 from ..kernels import pool as _pool
@@ -179,6 +179,12 @@ class ElementwiseOp:
             code = compile(src, f"<jitgrad formula {self.name}>", "eval")
             fn = self._tensor_fns[i] = eval(code, dict(vars(FORMULA_FUNCTIONS)))
         return fn
+
+
+# Whether this process has recorded a node that may fuse (a `_shape`): until it has,
+# no graph can hold one, and the engine skips planning fused groups (a walk over
+# every node of each backward).
+FUSABLE_RECORDED = [False]
 
 
 class ElementwiseNode(Node):
@@ -575,7 +581,6 @@ _ONE = (1, 1)  # (mask, tensors) of a one-operand op
 # of operands: shared, as ARRAY_METAS's tuples are.
 _NO_SAVED = {n: (None,) * n for n in (1, 2, 3)}
 _NO_SAVED_2 = _NO_SAVED[2]
-_NO_EDGE = (None, 0)  # the edge of an operand that is a Python number
 _PAIR_METAS = {}  # a two-tensor node's metadata tuple, by (mask, each operand's metadata)
 
 
@@ -625,7 +630,7 @@ def _operand_records(op, operands):
             else:
                 metas.append(None)
         else:
-            edges.append(_NO_EDGE)
+            edges.append(NO_EDGE)
             metas.append(None)
             if numbers is None:
                 numbers = [None] * op.n_args
@@ -655,7 +660,7 @@ def _record_elementwise(op, operands, out, kdt):
         e = x._edge
         if e is None or e[0] is not x.grad_fn or e[1] != x.output_nr:
             e = edge_of(x)
-        edges = (e,) if n == 1 else (e, _NO_EDGE) if n == 2 else (e, _NO_EDGE, _NO_EDGE)
+        edges = (e,) if n == 1 else (e, NO_EDGE) if n == 2 else (e, NO_EDGE, NO_EDGE)
         d = x._data
         key = (n, d.shape, d.dtype, type(d))
         metas = _FIRST_METAS.get(key) or _first_metas(key)
@@ -702,8 +707,11 @@ def _record_elementwise(op, operands, out, kdt):
     # A node may join a fused group when its output is in the kernel dtype and, on the
     # CPU, from FUSE_MIN_ELEMENTS on (measured crossover); on a GPU always, since there a
     # kernel launch costs far more than planning a node (not yet measured on a GPU).
-    node._shape = r.shape if r.dtype == kdt and (
-        r.size >= _fuse.FUSE_MIN_ELEMENTS or type(r) is not HOST_ARRAY) else None
+    if r.dtype == kdt and (r.size >= _fuse.FUSE_MIN_ELEMENTS or type(r) is not HOST_ARRAY):
+        node._shape = r.shape
+        FUSABLE_RECORDED[0] = True
+    else:
+        node._shape = None
     out.grad_fn = node
     out._rg = True
     node._out = SavedTensor(out, True) if need_out else None

@@ -6,7 +6,7 @@ import numpy as np
 from .. import _state
 from .._dual import set_tangent
 from .._trace import TRACE
-from .._node import ARRAY_METAS, EMPTY_SAVED, Node, SavedTensor, array_meta, edge_of
+from .._node import ARRAY_METAS, EMPTY_SAVED, NO_EDGE, Node, SavedTensor, array_meta, edge_of
 from ..tensor import Tensor
 
 
@@ -81,7 +81,7 @@ def record(name, inputs, outputs, backward, save=(), names=(), attrs=None):
         edges, metas = [], []
         for t in inputs:
             if t is None:
-                edges.append((None, 0))
+                edges.append(NO_EDGE)
                 metas.append(None)
                 continue
             edges.append(edge_of(t))

@@ -230,3 +230,25 @@ def test_second_identical_step_compiles_nothing_and_hits_the_plan_cache():
     assert after["kernels_compiled"] == before["kernels_compiled"]
     assert after["plan_hits"] > before["plan_hits"]
     assert after["plan_misses"] == before["plan_misses"]
+
+
+def test_planning_is_skipped_until_a_fusable_node_was_recorded(monkeypatch):
+    from jitgrad.autograd import engine
+    from jitgrad.kernels import fuse
+    from jitgrad.ops import pointwise
+    planned = []
+    real_plan = engine.plan
+    monkeypatch.setattr(engine, "plan", lambda *a: planned.append(1) or real_plan(*a))
+    monkeypatch.setattr(pointwise, "FUSABLE_RECORDED", [False])
+    monkeypatch.setattr(engine, "FUSABLE_RECORDED", pointwise.FUSABLE_RECORDED)
+    monkeypatch.setattr(fuse, "FUSE_MIN_ELEMENTS", 1000)
+    x = jitgrad.randn(8, requires_grad=True)
+    (x.tanh() * x.cos()).sum().backward()  # below FUSE_MIN_ELEMENTS: no node may fuse
+    assert planned == [] and pointwise.FUSABLE_RECORDED == [False]
+    monkeypatch.setattr(fuse, "FUSE_MIN_ELEMENTS", 0)
+    x.grad = None
+    (x.tanh() * x.cos()).sum().backward()
+    assert planned == [1] and pointwise.FUSABLE_RECORDED == [True]
+    v = x.detach().numpy()
+    np.testing.assert_allclose(x.grad.numpy(), (1 - np.tanh(v) ** 2) * np.cos(v)
+                               - np.tanh(v) * np.sin(v), rtol=1e-5, atol=1e-6)
