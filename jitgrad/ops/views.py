@@ -154,6 +154,29 @@ def flatten(x, start_dim=0, end_dim=-1):
     return reshape(x, shp[:s] + (-1 if 0 not in shp else 0,) + shp[e + 1:]) if s != e else x
 
 
+@op(method=True, export=True, samples=(Sample(Arg(2, 12), 1, (3, 4)), Sample(Arg(6, 2), 0, (2, -1))))
+def unflatten(x, dim, sizes):
+    """Dim `dim` split into dims of `sizes` (one of them may be -1), as a view."""
+    shp = x._data.shape
+    d = wrap_dim(dim, len(shp))
+    sizes = given = tuple(int(v) for v in sizes)
+    if not sizes:
+        raise RuntimeError("unflatten: sizes must be non-empty")
+    if sizes.count(-1) > 1:
+        raise RuntimeError("unflatten: only one dimension can be inferred")
+    known = int(np.prod([v for v in sizes if v != -1]))
+    if -1 in sizes:
+        if known == 0 and shp[d] == 0:
+            raise RuntimeError(f"cannot reshape tensor of 0 elements into shape {list(sizes)} "
+                               "because the unspecified dimension size -1 can be any value and "
+                               "is ambiguous")
+        sizes = tuple(shp[d] // max(known, 1) if v == -1 else v for v in sizes)
+    if int(np.prod(sizes)) != shp[d]:
+        raise RuntimeError(f"unflatten: Provided sizes {list(given)} don't multiply up to the "
+                           f"size of dim {d} ({shp[d]}) in the input tensor")
+    return view(x, shp[:d] + sizes + shp[d + 1:])
+
+
 def _squeeze_batched(b, x, dim=None):
     if x.ndim == 1:
         return x

@@ -16,6 +16,7 @@ VIEWS = {
     "view": lambda x: x.view(6),
     "reshape": lambda x: x.reshape(3, 2),
     "flatten": lambda x: x.flatten(),
+    "unflatten": lambda x: x.unflatten(1, (-1, 1)),
     "t": lambda x: x.t(),
     "transpose": lambda x: x.transpose(0, 1),
     "permute": lambda x: x.permute(1, 0),
@@ -125,3 +126,18 @@ def test_in_place_on_an_iterated_element_is_refused_as_torch():
         y = lib.tensor([1.0, 2.0], requires_grad=True) * 2
         with pytest.raises(RuntimeError, match="is a view and is being modified inplace"):
             list(y)[0].mul_(3)
+
+
+@pytest.mark.parametrize("shape, dim, sizes", [
+    ((2, 12), 1, ()), ((2, 12), 1, (5, 3)), ((2, 12), 1, (-1, -1)), ((2, 12), 1, (5, -1)),
+    ((2, 12), 1, (0, -1)), ((2, 12), 2, (1,)), ((0, 4), 0, (-1, 0))])
+def test_unflatten_refuses_as_torch(shape, dim, sizes):
+    def message(lib):
+        with pytest.raises((RuntimeError, IndexError)) as e:
+            lib.ones(*shape).unflatten(dim, sizes)
+        # torch wraps what its shape inference raises in a note and a C++ trace
+        return str(e.value).split("\nException")[0].replace(
+            "unflatten got an unexpected error:\n", "")
+
+    jm, tm = both(message)
+    assert jm == tm.replace("only one", "unflatten: only one")
