@@ -114,14 +114,10 @@ class Instr:
 
 
 def iter_refs(v):
-    if type(v) is Ref:
-        yield v
-    elif type(v) in (list, tuple):
-        for x in v:
-            yield from iter_refs(x)
-    elif type(v) is dict:
-        for x in v.values():
-            yield from iter_refs(x)
+    """The Refs in `v` and its nested lists, tuples and dict values, in order."""
+    found = []
+    _collect_refs(v, found)
+    return found
 
 
 def _collect_refs(v, found):

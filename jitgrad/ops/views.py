@@ -34,6 +34,10 @@ class _Views(list):
     has doubled since the last sweep (no callback object per base or view)."""
     __slots__ = ("limit",)
 
+    def __init__(self):
+        list.__init__(self)
+        self.limit = _SWEEP_MIN
+
     def add(self, view):
         self.append(weakref.ref(view))
         if len(self) >= self.limit:
@@ -59,7 +63,6 @@ def make_view(x, arr, fn, args):
     views = base._views
     if views is None:
         views = base._views = _Views()
-        views.limit = _SWEEP_MIN
     views.add(out)
     return out
 
