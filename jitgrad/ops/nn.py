@@ -28,7 +28,7 @@ def _softmax_backward(node, g):
 def _softmax_array(d, ax):
     """softmax of array `d` along dim `ax` (wrapped), on d's device."""
     if not d.ndim:
-        return np.ones_like(np.exp(d - d))
+        return np.exp(d - d)  # 1, or NaN for an infinite or NaN input (as torch)
     if d.ndim == 1 and 0 < d.size <= _SHORT and d.dtype.kind == "f" and type(d) is HOST_ARRAY:
         # A short vector (W7 in asv_bench/workloads.py): its max from a list, 0.7 us less
         # than a reduce; the same max, so the same bits. Python's max skips a NaN that is

@@ -1,12 +1,15 @@
 """softmax's backward: on arrays when nothing is recorded, with ops when the
 backward itself is differentiated; both as torch's. The forward of a short
-vector (its max taken from a list): the bits of the reduce path."""
+vector (its max taken from a list): the bits of the reduce path. A 0-d input:
+torch's values, NaN included."""
+import math
+
 import numpy as np
 import pytest
 
 import jitgrad
 
-from helpers import torch
+from helpers import both, torch
 
 
 @pytest.mark.skipif(torch is None, reason="needs torch")
@@ -44,3 +47,13 @@ def test_softmax_of_short_vector_has_reduce_bits(values, dtype):
         want = _softmax_by_reduce(d)
     got = jitgrad.softmax(jitgrad.tensor(d), 0).numpy()
     assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("value", [1.5, float("inf"), -float("inf"), float("nan")])
+@pytest.mark.parametrize("fn", ["softmax", "log_softmax"])
+def test_0d_softmax_matches_torch(fn, value):
+    def result(lib):
+        return getattr(lib, fn)(lib.tensor(value), 0).item()
+
+    jv, tv = both(result)
+    assert (jv == tv) or (math.isnan(jv) and math.isnan(tv)), (jv, tv)
