@@ -1,7 +1,9 @@
 """Graph nodes, edges and saved tensors: the data the engine walks.
 
 A node's `next_functions` holds one `(node, output_nr)` edge per input, like
-torch's. Nodes hold their saved tensors; tensors hold their `grad_fn`, so
+torch's; the node stores them as two parallel tuples, `_next` (the nodes) and
+`_nrs` (the output numbers, shared tuples): no pair object per edge, which a
+graph of many small ops would make the garbage collector count and walk. Nodes hold their saved tensors; tensors hold their `grad_fn`, so
 saving an op's own output must not keep the output Tensor alive (it would
 make a reference cycle): an output is saved as its array plus a version
 counter and rebuilt on unpack.
@@ -84,11 +86,13 @@ def node_hooks(node, slot):
 class Node:
     """Base of every `grad_fn`. Subclasses implement `apply(grads) -> grads`,
     one gradient per output in, one per `next_functions` entry out."""
-    __slots__ = ("_edges", "_seq", "_in_meta", "_pre_hooks", "_hooks", "_tensor_hooks",
+    __slots__ = ("_next", "_nrs", "_seq", "_in_meta", "_pre_hooks", "_hooks", "_tensor_hooks",
                  "_retain", "_metadata", "_anomaly", "_out_meta", "__weakref__")
 
-    def __init__(self, edges, in_meta):
-        self._edges = edges  # one (node, output_nr) per input, aligned with _in_meta
+    def __init__(self, nexts, nrs, in_meta):
+        # per input, aligned with _in_meta: the node its gradient goes to (None if
+        # none), and which output of that node it is
+        self._next, self._nrs = nexts, nrs
         self._in_meta = in_meta  # per input: (shape, numpy dtype) or None if no grad flows
         self._seq = _state.next_seq()
         self._pre_hooks = self._hooks = self._tensor_hooks = self._retain = None
@@ -100,7 +104,7 @@ class Node:
 
     @property
     def next_functions(self):
-        return tuple(self._edges)
+        return tuple(zip(self._next, self._nrs))
 
     @property
     def metadata(self):
@@ -142,7 +146,7 @@ class AccumulateGrad(Node):
     __slots__ = ("variable",)
 
     def __init__(self, variable):
-        Node.__init__(self, (), None)
+        Node.__init__(self, (), (), None)
         self._seq = ACCUMULATE_SEQ  # runs as soon as ready, like torch's UINT64_MAX
         self.variable = variable
 
@@ -216,7 +220,7 @@ def set_history(t, node, output_nr, requires_grad):
     so far stay with the old node (they see gradients of the old value), while
     retain_grad moves to the new one."""
     old, old_nr = t.grad_fn, t.output_nr
-    t.grad_fn, t.output_nr, t._rg = node, output_nr, requires_grad
+    t.grad_fn, t.output_nr, t._rg = node, output_nr if node is not None else 0, requires_grad
     move_retain_grad(t, old, old_nr)
 
 
@@ -230,8 +234,8 @@ def move_retain_grad(t, old, old_nr):
             node_hooks(node, "_retain")[t.output_nr] = weakref.ref(t)
 
 
-# The (shape, dtype, array type) tuples that nodes keep per input, and the tuples of
-# them a node keeps, one shared tuple per value: a graph keeps them as long as it
+# The (shape, dtype, array type) tuples that nodes keep per input, the tuples of them
+# a node keeps, and its output-number tuples: one shared tuple per value: a graph keeps them as long as it
 # lives, and a shared one is no new object for the garbage collector to count (W7 in
 # asv_bench/workloads.py spent a third of its step in collections driven by the
 # graph's objects). Bounded, as the fusion plan cache.
@@ -254,7 +258,7 @@ def count_dependencies(roots):
     get = deps.get
     stack = list(roots)
     while stack:
-        for nxt, _ in stack.pop()._edges:
+        for nxt in stack.pop()._next:
             if nxt is not None:
                 d = get(nxt)
                 if d is None:
@@ -265,28 +269,40 @@ def count_dependencies(roots):
     return deps
 
 
-# The edge of an input no gradient flows to: shared, as it holds nothing a graph
-# needs to keep (one tuple fewer per such input for the garbage collector to count).
+# The edge of an input no gradient flows to.
 NO_EDGE = (None, 0)
 
 
-def edge_of(t):
-    """(node, output_nr) that receives the gradient of tensor `t`."""
+def next_node(t):
+    """The node that receives the gradient of tensor `t`: its grad_fn, a leaf's
+    AccumulateGrad (made on first use), or None if no gradient flows to `t`. The
+    output number that goes with it is `t.output_nr` (0 unless `t` has a grad_fn)."""
     node = t.grad_fn
     if node is not None:
-        # One tuple per tensor, shared by the nodes of every op that takes it: fewer
-        # objects for the garbage collector to count and walk while a graph lives.
-        e = t._edge
-        if e is None or e[0] is not node or e[1] != t.output_nr:
-            e = t._edge = (node, t.output_nr)
-        return e
+        return node
     if not t._rg:
-        return NO_EDGE
+        return None
     acc = t._accum() if t._accum is not None else None
     if acc is None:
         acc = AccumulateGrad(t)
         t._accum = weakref.ref(acc)
-    return (acc, 0)
+    return acc
+
+
+def edge_of(t):
+    """(node, output_nr) that receives the gradient of tensor `t`."""
+    return (next_node(t), t.output_nr)
+
+
+# One output-number tuple per input count for the commonest case, every input the
+# first output of its node (the tuples a graph keeps are shared, not one per node).
+FIRST_OUTPUTS = tuple((0,) * k for k in range(8))
+
+
+def output_numbers(tensors):
+    """The `_nrs` tuple of a node whose inputs are `tensors` (None: no gradient)."""
+    nrs = tuple([0 if t is None else t.output_nr for t in tensors])
+    return ARRAY_METAS.get(nrs) or array_meta(nrs)
 
 
 PACK_INPLACE_MESSAGE = (
@@ -424,7 +440,7 @@ class SavedTensor:
         grad_fn, rg = self._grad_fn, self._rg
         if self._is_output and rg:
             grad_fn = node  # a saved output: its grad_fn is the node that saved it
-        t.grad_fn, t.output_nr, t._rg = grad_fn, self._output_nr, rg
+        t.grad_fn, t.output_nr, t._rg = grad_fn, self._output_nr if grad_fn is not None else 0, rg
         if self._accum is not None and grad_fn is None:
             t._accum = self._accum  # a saved leaf (through hooks): gradients reach the same leaf
         if self._fw is not None and _state.fw_level[0] is not None:

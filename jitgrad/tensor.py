@@ -126,7 +126,7 @@ def result_tensor(data):
     t = _new(Tensor)
     t._data = data
     t._rg = False
-    t.grad_fn = t._edge = None
+    t.grad_fn = None
     t.output_nr = 0
     t._vc = [0]
     t._base = t._view_chain = t._grad_value = t._views = t._hooks = t._post_hooks = t._accum = \
@@ -140,7 +140,7 @@ _engine_backward = None  # autograd.engine.backward, once Tensor.backward first 
 
 
 class Tensor:
-    __slots__ = ("_data", "_rg", "grad_fn", "output_nr", "_edge", "_vc", "_base", "_view_chain",
+    __slots__ = ("_data", "_rg", "grad_fn", "output_nr", "_vc", "_base", "_view_chain",
                  "_grad_value", "_hooks", "_post_hooks", "_retains_grad", "_accum", "_inference",
                  "_fw", "_views", "_creation_meta", "__weakref__")
     # Makes numpy hand `ndarray * Tensor` to Tensor.__rmul__.
@@ -158,8 +158,7 @@ class Tensor:
         self._data = data
         self._rg = requires_grad
         self.grad_fn = None
-        self.output_nr = 0
-        self._edge = None  # (grad_fn, output_nr), made once for all the ops that take this tensor
+        self.output_nr = 0  # which output of grad_fn this is; 0 while grad_fn is None
         self._vc = [0]  # shared with views: one counter per storage
         # _creation_meta: how a view was made, when autograd cannot rebase it
         self._base = self._view_chain = self._grad_value = self._views = self._hooks = \

@@ -261,11 +261,11 @@ def _needed_nodes(roots, targets):
         node, done = stack.pop()
         if done:
             needed[node] = node in target_nodes or any(
-                needed.get(n, False) for n, _ in node._edges if n is not None)
+                needed.get(n, False) for n in node._next if n is not None)
         elif node not in needed:
             needed[node] = False  # placeholder: visited
             stack.append((node, True))
-            stack.extend((n, False) for n, _ in node._edges
+            stack.extend((n, False) for n in node._next
                          if n is not None and n not in needed)
     return {n for n, v in needed.items() if v}
 
@@ -360,7 +360,7 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                             _as_tensors(buffers[m])
                 if prof is not None:
                     prof.push(node.name(), "fused")
-                edges, out, in_meta = node.run(buffers, retain_graph)
+                nexts, nrs, out, in_meta = node.run(buffers, retain_graph)
                 if prof is not None:
                     prof.pop()
             else:
@@ -394,11 +394,11 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                             out = node.apply(grads)
                             break
                     else:
-                        out = [None] * len(node._edges)  # no gradient arrived: none leaves, as torch
+                        out = [None] * len(node._next)  # no gradient arrived: none leaves, as torch
                     if not retain_graph:
                         node._release()
-                edges, in_meta = node._edges, node._in_meta
-            for (nxt, nr), g, m in zip(edges, out, in_meta):
+                nexts, nrs, in_meta = node._next, node._nrs, node._in_meta
+            for nxt, nr, g, m in zip(nexts, nrs, out, in_meta):
                 if nxt is None:
                     continue
                 if g is not None:
@@ -497,7 +497,7 @@ def _run_watched(node, grads, task):
         return None
     if accumulate_nodes is not None and node in accumulate_nodes:
         _retain_into_grad(node, grads, task.targets, task.accumulate_into)
-    if needed is not None and not any(n in needed for n, _ in node._edges if n is not None):
+    if needed is not None and not any(n in needed for n in node._next if n is not None):
         return None
     if node._pre_hooks is not None:
         grads = _node_pre_hooks(node, grads)
@@ -508,7 +508,7 @@ def _run_watched(node, grads, task):
             out = run_checked(node, grads) if task.anomaly else node.apply(grads)
             break
     else:
-        out = [None] * len(node._edges)  # no gradient arrived: none leaves, as torch
+        out = [None] * len(node._next)  # no gradient arrived: none leaves, as torch
     if prof is not None:
         prof.pop()
     if node._hooks is not None:

@@ -14,7 +14,7 @@ import numpy as np
 from .. import _state
 from .._trace import graph_break
 from .._dual import set_tangent
-from .._node import EMPTY_SAVED, Node, SavedTensor, edge_of
+from .._node import EMPTY_SAVED, Node, SavedTensor, next_node, output_numbers
 from ..ops.inplace import VIEW_OF_LEAF_MESSAGE, move_history
 from ..tensor import Tensor, device_for, on_device
 
@@ -56,7 +56,7 @@ class BackwardCFunction(FunctionCtx, Node):
     _forward_cls = None
 
     def __init__(self):
-        Node.__init__(self, (), ())
+        Node.__init__(self, (), (), ())
         self.needs_input_grad = ()
         self.materialize_grads = True
 
@@ -266,7 +266,8 @@ def _wire(ctx, args, outputs, record):
     for d in dirty:
         d._vc[0] += 1  # marking dirty is itself a modification, as torch counts it
     if record:
-        ctx._edges = tuple(edge_of(a) for a in args if isinstance(a, Tensor))
+        tensors = [a for a in args if isinstance(a, Tensor)]
+        ctx._next, ctx._nrs = tuple(map(next_node, tensors)), output_numbers(tensors)
         ctx._in_meta = tuple((a._data.shape, a._data.dtype, type(a._data)) if a._rg else None
                              for a in args if isinstance(a, Tensor))
         ctx._arg_is_tensor = tuple(isinstance(a, Tensor) for a in args)

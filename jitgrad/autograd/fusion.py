@@ -109,7 +109,7 @@ def _signature(order, ok, roots):
         sig.append((n.__class__, getattr(n, "_op", None) if fusable else None,
                     n._mask if fusable else None, n._shape if fusable else None,
                     n._kdt if fusable else None, fusable, n in roots, n._seq == prev,
-                    tuple((index[p] if p is not None else -1, nr) for p, nr in n._edges),
+                    tuple(index[p] if p is not None else -1 for p in n._next), n._nrs,
                     tuple(m[:2] if m is not None else None for m in n._in_meta)
                     if fusable else None))
         prev = n._seq
@@ -127,7 +127,7 @@ def _group(nodes, ok):
     therefore never comes back into it."""
     consumers = {}
     for c in nodes:
-        for p, _ in c._edges:
+        for p in c._next:
             if p in ok:
                 consumers.setdefault(p, []).append(c)
     group_of = {}  # node -> (members list, members set)
@@ -159,7 +159,7 @@ def _fusable_edge(c, p):
     if p._shape != shape or p._kdt != kdt:
         return False
     i = -1
-    for q, _ in c._edges:
+    for q in c._next:
         i += 1
         if q is p and c._mask >> i & 1:
             m = c._in_meta[i]
@@ -185,7 +185,7 @@ class FusedGroup:
         index = {m: k for k, m in enumerate(members)}
         internal_in = {}
         for m in members:
-            for j, (p, _) in enumerate(m._edges):
+            for j, p in enumerate(m._next):
                 if p in index and m._mask >> j & 1:
                     internal_in[p] = internal_in.get(p, 0) + 1
         self.pending = 0
@@ -200,7 +200,7 @@ class FusedGroup:
                           for s, need in zip(m._saved, need_args))
             targets = []
             j = -1
-            for p, nr in m._edges:
+            for p, nr in zip(m._next, m._nrs):
                 j += 1
                 if p is None:
                     targets.append(None)
@@ -228,7 +228,8 @@ class FusedGroup:
         return "Fused[" + ", ".join(m.name() for m in self.members) + "]"
 
     def run(self, buffers, retain_graph):
-        """Run the group's kernel; return (edges, grads, metas) leaving the group."""
+        """Run the group's kernel; return (nodes, output numbers, grads, metas) of the
+        edges leaving the group."""
         self.ran = True
         shape, kdt = self.shape, self.kdt
         n = 1
@@ -268,16 +269,17 @@ class FusedGroup:
         if not retain_graph:
             for m in self.members:
                 m._release()
-        edges, grads, metas = [], [], []
+        nexts, nrs, grads, metas = [], [], [], []
         for p, nr, slot in self.edges:
-            edges.append((p, nr))
+            nexts.append(p)
+            nrs.append(nr)
             if slot is None or slot < 0:
                 grads.append(None)
                 metas.append(None)
             else:
                 grads.append(Tensor(outs[slot].reshape(shape)))
                 metas.append(self.slot_meta[slot])
-        return edges, grads, metas
+        return nexts, nrs, grads, metas
 
 
 def _uniform(a):

@@ -563,7 +563,7 @@ class Program:
         for r in self._freed_outputs:
             t = env[r]
             if not t._rg:
-                node = _FreedNode((), ())
+                node = _FreedNode((), (), ())
                 node._bwd, node._nout, node._names, node._attrs, node._saved = \
                     _freed, 1, (), (), ()
                 t.grad_fn, t.output_nr, t._rg = node, 0, True

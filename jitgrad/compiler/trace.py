@@ -543,7 +543,7 @@ def _nodes(roots):
             continue
         seen.add(id(n))
         yield n
-        stack.extend(e[0] for e in n._edges)
+        stack.extend(n._next)
 
 
 def _hooked(roots):

@@ -204,7 +204,7 @@ def _reaches_other_leaves(outputs, inputs):
             if id(node.variable) not in mine:
                 return True
             continue
-        for nxt, _ in node._edges:
+        for nxt in node._next:
             if nxt is not None and nxt not in seen:
                 seen.add(nxt)
                 stack.append(nxt)

@@ -16,7 +16,8 @@ from .._trace import TRACE
 from .. import dtypes as _dt
 from ..backend import HOST_ARRAY
 from .._dual import set_tangent
-from .._node import ARRAY_METAS, NO_EDGE, Node, SavedTensor, array_meta, edge_of
+from .._node import (ARRAY_METAS, FIRST_OUTPUTS, Node, SavedTensor, array_meta, next_node,
+                     output_numbers)
 from ..kernels import cpu as _cpu
 from ..kernels import fuse as _fuse
 from ..kernels import pool as _pool
@@ -275,7 +276,7 @@ class ElementwiseNode(Node):
         """torch's view: no entry for a boolean mask, nor for a Python number given
         where torch has a Scalar overload (x ** 2, 2 - x, clamp bounds, ...)."""
         op = self._op
-        return tuple(e for e, a, s in zip(self._edges, op.args, self._saved)
+        return tuple(e for e, a, s in zip(zip(self._next, self._nrs), op.args, self._saved)
                      if a not in op.bool_args and not (
                          a in op.scalar_params and s is not None and type(s) is not SavedTensor))
 
@@ -608,20 +609,21 @@ def _first_metas(key):
 
 
 def _operand_records(op, operands):
-    """(edges, metadata, saved, mask, tensors) of an op's operands: their gradient
-    edges, (shape, dtype, array type) of those that get a gradient (bits in `mask`),
-    the Python numbers among them (the other entries None; shared where all are
-    tensors) and which are tensors (bits)."""
+    """(nodes, output numbers, metadata, saved, mask, tensors) of an op's operands:
+    the nodes their gradients go to and which outputs of those nodes they are,
+    (shape, dtype, array type) of those that get a gradient (bits in `mask`), the
+    Python numbers among them (the other entries None; shared where all are tensors)
+    and which are tensors (bits)."""
     partials = op.partials
     mask = tensors = 0
     bit = 1
     i = 0
-    edges, metas = [], []
+    nexts, metas = [], []
     numbers = None
     for v in operands:
         if isinstance(v, Tensor):
             tensors |= bit
-            edges.append(edge_of(v))
+            nexts.append(next_node(v))
             if v._rg and partials[i] is not None:
                 mask |= bit
                 d = v._data
@@ -630,7 +632,7 @@ def _operand_records(op, operands):
             else:
                 metas.append(None)
         else:
-            edges.append(NO_EDGE)
+            nexts.append(None)
             metas.append(None)
             if numbers is None:
                 numbers = [None] * op.n_args
@@ -642,14 +644,16 @@ def _operand_records(op, operands):
     # Tuples: the garbage collector stops tracking one that holds no objects (the
     # metadata), and a graph stays in memory.
     metas = tuple(metas)
-    return tuple(edges), ARRAY_METAS.get(metas) or array_meta(metas), saved, mask, tensors
+    nrs = output_numbers([v if isinstance(v, Tensor) else None for v in operands])
+    return (tuple(nexts), nrs, ARRAY_METAS.get(metas) or array_meta(metas), saved, mask,
+            tensors)
 
 
 def _record_elementwise(op, operands, out, kdt):
     """Make `out`'s ElementwiseNode, if an operand that requires grad has a partial."""
     # The commonest cases without _operand_records' loop: one tensor, alone or with
-    # Python numbers, and two tensors; an operand's edge inline where it has one
-    # already (edge_of's common case)
+    # Python numbers, and two tensors; an operand's node inline where it has a grad_fn
+    # (next_node's common case)
     x = operands[0]
     n = op.n_args
     if n == 1 or type(x) is Tensor and not isinstance(operands[1], Tensor) and (
@@ -657,10 +661,10 @@ def _record_elementwise(op, operands, out, kdt):
         # x is the operand requiring grad (callers check)
         if op.partials[0] is None:
             return
-        e = x._edge
-        if e is None or e[0] is not x.grad_fn or e[1] != x.output_nr:
-            e = edge_of(x)
-        edges = (e,) if n == 1 else (e, NO_EDGE) if n == 2 else (e, NO_EDGE, NO_EDGE)
+        p = x.grad_fn or next_node(x)
+        nexts = (p,) if n == 1 else (p, None) if n == 2 else (p, None, None)
+        nr = x.output_nr
+        nrs = FIRST_OUTPUTS[n] if nr == 0 else output_numbers((x,) + (None,) * (n - 1))
         d = x._data
         key = (n, d.shape, d.dtype, type(d))
         metas = _FIRST_METAS.get(key) or _first_metas(key)
@@ -676,20 +680,15 @@ def _record_elementwise(op, operands, out, kdt):
             mask = (1 if x._rg and px is not None else 0) | (2 if y._rg and py is not None else 0)
             if not mask:
                 return
-            e = x._edge
-            if e is None or e[0] is not x.grad_fn or e[1] != x.output_nr:
-                e = edge_of(x)
-            f = y._edge
-            if f is None or f[0] is not y.grad_fn or f[1] != y.output_nr:
-                f = edge_of(y)
-            edges = (e, f)
+            nexts = (x.grad_fn or next_node(x), y.grad_fn or next_node(y))
+            nrs = FIRST_OUTPUTS[2] if x.output_nr == 0 == y.output_nr else output_numbers((x, y))
             dx, dy = x._data, y._data
             key = (mask, dx.shape, dx.dtype, type(dx), dy.shape, dy.dtype, type(dy))
             metas = _PAIR_METAS.get(key) or _pair_metas(key)
             saved = _NO_SAVED_2
             tensors = 3
         else:
-            edges, metas, saved, mask, tensors = _operand_records(op, operands)
+            nexts, nrs, metas, saved, mask, tensors = _operand_records(op, operands)
             if not mask:
                 return
         cls, saves, need_out = op._recording.get((mask, tensors)) or op.recording(mask, tensors)
@@ -698,7 +697,7 @@ def _record_elementwise(op, operands, out, kdt):
             for i in saves:  # x * x saves x twice: two saved tensors, as torch's
                 saved[i] = SavedTensor(operands[i])
             saved = tuple(saved)
-    node = cls(edges, metas)
+    node = cls(nexts, nrs, metas)
     node._op = op
     node._kdt = kdt
     node._mask = mask

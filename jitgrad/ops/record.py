@@ -6,7 +6,8 @@ import numpy as np
 from .. import _state
 from .._dual import set_tangent
 from .._trace import TRACE
-from .._node import ARRAY_METAS, EMPTY_SAVED, NO_EDGE, Node, SavedTensor, array_meta, edge_of
+from .._node import (ARRAY_METAS, EMPTY_SAVED, FIRST_OUTPUTS, Node, SavedTensor, array_meta,
+                     next_node, output_numbers)
 from ..tensor import Tensor
 
 
@@ -68,7 +69,8 @@ def record(name, inputs, outputs, backward, save=(), names=(), attrs=None):
         t = inputs[0]
         if t is None or not t._rg:
             return
-        edges = (edge_of(t),)
+        nexts = (t.grad_fn or next_node(t),)
+        nrs = FIRST_OUTPUTS[1] if t.output_nr == 0 else output_numbers(inputs)
         d = t._data
         m = (d.shape, d.dtype, type(d))
         metas = ONE_INPUT_METAS.get(m) or _one_input_meta(m)
@@ -78,22 +80,22 @@ def record(name, inputs, outputs, backward, save=(), names=(), attrs=None):
                 break
         else:
             return
-        edges, metas = [], []
+        nexts, metas = [], []
         for t in inputs:
             if t is None:
-                edges.append(NO_EDGE)
+                nexts.append(None)
                 metas.append(None)
                 continue
-            edges.append(edge_of(t))
+            nexts.append(next_node(t))
             if t._rg:
                 d = t._data
                 m = (d.shape, d.dtype, type(d))
                 metas.append(ARRAY_METAS.get(m) or array_meta(m))
             else:
                 metas.append(None)
-        edges, metas = tuple(edges), tuple(metas)
+        nexts, metas, nrs = tuple(nexts), tuple(metas), output_numbers(inputs)
         metas = ARRAY_METAS.get(metas) or array_meta(metas)
-    node = (NODE_CLASSES.get(name) or node_class(name, FunctionNode))(edges, metas)
+    node = (NODE_CLASSES.get(name) or node_class(name, FunctionNode))(nexts, nrs, metas)
     node._bwd = backward
     node._nout = len(outputs)
     node._names = names

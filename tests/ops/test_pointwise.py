@@ -148,12 +148,12 @@ def test_number_in_a_backward_formula_computes_in_the_tensors_dtype(dtype, shape
 
 
 def test_gradient_edge_follows_the_tensors_history():
-    # a tensor's edge is made once and shared by the ops that take it, until its
-    # history changes (an in-place op gives it a new grad_fn)
+    # the ops that take a tensor link to its grad_fn of the moment: an in-place op
+    # gives it a new one, which later ops link to
     x = jitgrad.tensor([1.0, 2.0], requires_grad=True)
     y = x * 2
     e1, e2 = (y + 1).grad_fn.next_functions[0], y.sin().grad_fn.next_functions[0]
-    assert e1 is e2 and e1[0] is y.grad_fn
+    assert e1 == e2 == (y.grad_fn, 0) and e1[0] is y.grad_fn
     y.mul_(3)
     z = y.sin()
     assert z.grad_fn.next_functions[0][0] is y.grad_fn is not e1[0]
