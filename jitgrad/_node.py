@@ -294,9 +294,10 @@ def edge_of(t):
     return (next_node(t), t.output_nr)
 
 
-# One output-number tuple per input count for the commonest case, every input the
-# first output of its node (the tuples a graph keeps are shared, not one per node).
-FIRST_OUTPUTS = tuple((0,) * k for k in range(8))
+# Tuples of k zeros, shared: a node's output numbers where every input is the first
+# output of its node, and its saved versions where every saved input is unchanged
+# (the commonest cases: no new tuple per node).
+ZEROS = tuple((0,) * k for k in range(8))
 
 
 def output_numbers(tensors):
@@ -359,6 +360,18 @@ class SavedTensor:
             self._tensor = None if is_output else t
         if _HOOK_USERS[0]:
             self._apply_contexts(t)
+
+    @classmethod
+    def of_input(cls, t, version, grad_fn):
+        """The SavedTensor that saving input `t` at `version` would have made, `grad_fn`
+        its grad_fn then: for a node that kept `t` itself (see can_keep_input) and
+        needs the full object (a check failed, hooks, `_raw_saved_<name>`)."""
+        s = cls.__new__(cls)
+        s._packed = s._mutation = s._fw = None
+        s._output_nr = t.output_nr if grad_fn is not None else 0
+        s._rg, s._is_output, s._grad_fn, s._accum = t._rg, False, grad_fn, t._accum
+        s._data, s._tensor, s._vc, s._version = t._data, t, t._vc, version
+        return s
 
     def _apply_contexts(self, t):
         loc = _state.local
@@ -482,3 +495,14 @@ def _empty_saved():
 
 # What `_raw_saved_<name>` gives where a node saved None (or nothing) under that name.
 EMPTY_SAVED = _empty_saved()
+# What stands for an input a node kept itself once the node was released after backward.
+FREED_SAVED = _empty_saved()
+
+
+def can_keep_input(t):
+    """Whether a node may keep input `t` itself with its version beside it, instead
+    of a SavedTensor: SavedTensor.of_input rebuilds the same object on demand. Not
+    with saved-tensor hooks or allow_mutation_on_saved_tensors (they act at save
+    time), inference tensors (saving one raises), and the unusual states (anomaly
+    mode keeps every check on one path; an op writing into `t` needs a copy)."""
+    return not _UNUSUAL and not _HOOK_USERS[0] and not t._inference

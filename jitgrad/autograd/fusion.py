@@ -196,7 +196,8 @@ class FusedGroup:
             ext_in.append(ext > 0 or m in roots)
             op, mask = m._op, m._mask
             need_args, need_out = op._needs.get(mask) or op.needs(mask)
-            kinds = tuple(("a" if type(s) is SavedTensor else "s") if need else "-"
+            kinds = tuple(("a" if type(s) is SavedTensor or type(s) is Tensor else "s")
+                          if need else "-"
                           for s, need in zip(m._saved, need_args))
             targets = []
             j = -1
@@ -247,10 +248,13 @@ class FusedGroup:
                 else:  # one value broadcast to every element (e.g. from a sum)
                     gin_kinds.append("s")
                     args.append(kdt.type(g.reshape(-1)[0]))
+            j = -1
             for s, kind, arg in zip(m._saved, self.kernel_spec[1][k][2], m._op.args):
+                j += 1
                 if kind == "a":
                     want = _BOOL if arg in m._op.bool_args else kdt
-                    args.append(_flat(s.data(m), shape, n, want))
+                    d = m._input_array(j) if type(s) is Tensor else s.data(m)
+                    args.append(_flat(d, shape, n, want))
                 elif kind == "s":
                     args.append(kdt.type(s) if not isinstance(s, bool) else s)
             if self.kernel_spec[1][k][3]:

@@ -16,8 +16,8 @@ from .._trace import TRACE
 from .. import dtypes as _dt
 from ..backend import HOST_ARRAY
 from .._dual import set_tangent
-from .._node import (ARRAY_METAS, FIRST_OUTPUTS, Node, SavedTensor, array_meta, next_node,
-                     output_numbers)
+from .._node import (ARRAY_METAS, FREED_SAVED, ZEROS, AccumulateGrad, Node, SavedTensor,
+                     array_meta, can_keep_input, next_node, output_numbers)
 from ..kernels import cpu as _cpu
 from ..kernels import fuse as _fuse
 from ..kernels import pool as _pool
@@ -31,6 +31,7 @@ from .record import FW, NODE_CLASSES, node_class, saved_attribute
 # partials on Tensors); the formula table fills it in.
 FORMULA_FUNCTIONS = types.SimpleNamespace()
 _ROLE = {"x": "self", "y": "other", "out": "result"}
+_UNUSUAL, _HOOK_USERS = _state.unusual, _state.saved_hook_users
 
 
 
@@ -192,7 +193,33 @@ class ElementwiseNode(Node):
     # _shape: the output's shape, or None when the node never joins a fused group:
     # its output dtype differs from the kernel dtype (float16), or it is a CPU array
     # smaller than kernels/fuse.py FUSE_MIN_ELEMENTS (see _record_elementwise).
-    __slots__ = ("_op", "_saved", "_out", "_kdt", "_mask", "_shape")
+    # _saved: per operand None, its Python number, a SavedTensor, or the input Tensor
+    # itself (see can_keep_input; one object fewer per saved input while the graph
+    # lives), saved at version _vers[i].
+    __slots__ = ("_op", "_saved", "_vers", "_out", "_kdt", "_mask", "_shape")
+
+    def _input_array(self, i):
+        """The array saved for operand i, checked as SavedTensor.data checks it."""
+        t = self._saved[i]
+        if type(t) is Tensor and t._vc[0] == self._vers[i]:
+            if t.grad_fn is not None:
+                return t._data
+            nxt = self._next[i]
+            if nxt is None or type(nxt) is AccumulateGrad:  # else detached in place since
+                return t._data
+        return self._saved_entry(i).data(self)
+
+    def _saved_entry(self, i):
+        """Saved operand i as a SavedTensor: an input kept itself becomes one, for good."""
+        s = self._saved[i]
+        if type(s) is Tensor:
+            nxt = self._next[i]
+            s = SavedTensor.of_input(s, self._vers[i],
+                                     nxt if type(nxt) is not AccumulateGrad else None)
+            saved = list(self._saved)
+            saved[i] = s
+            self._saved = tuple(saved)
+        return s
 
     def apply(self, grads):
         g = grads[0]
@@ -221,8 +248,8 @@ class ElementwiseNode(Node):
                     args = [garr]
                     for j in idx:
                         v = saved[j]
-                        if type(v) is SavedTensor:
-                            v = v.data(self)
+                        if type(v) is Tensor or type(v) is SavedTensor:
+                            v = self._input_array(j) if type(v) is Tensor else v.data(self)
                             if v.dtype != kdt and v.dtype.kind != "b":  # masks stay bool
                                 v = v.astype(kdt)  # e.g. a 0-d operand of another dtype
                         elif type(v) is float or type(v) is int:
@@ -246,15 +273,20 @@ class ElementwiseNode(Node):
         return res
 
     def _release(self):
-        for s in self._saved:
+        saved = self._saved
+        for s in saved:
             if type(s) is SavedTensor:
                 s.release()
+            elif type(s) is Tensor:  # an input kept itself: let it go, as release does
+                self._saved = tuple(FREED_SAVED if type(v) is Tensor else v for v in saved)
         if self._out is not None:
             self._out.release()
 
     def _apply_graph(self, g):
         op = self._op
-        vals = [s.unpack(self) if type(s) is SavedTensor else s for s in self._saved]
+        vals = [s.unpack(self) if type(s) is SavedTensor else
+                self._saved_entry(i).unpack(self) if type(s) is Tensor else s
+                for i, s in enumerate(self._saved)]
         out = self._out.unpack(self) if self._out is not None else None
         res = []
         for i in range(len(op.args)):
@@ -278,11 +310,15 @@ class ElementwiseNode(Node):
         op = self._op
         return tuple(e for e, a, s in zip(zip(self._next, self._nrs), op.args, self._saved)
                      if a not in op.bool_args and not (
-                         a in op.scalar_params and s is not None and type(s) is not SavedTensor))
+                         a in op.scalar_params and s is not None and type(s) is not SavedTensor
+                         and type(s) is not Tensor))
 
     def __getattr__(self, name):
         names = tuple(_ROLE.get(a, a) for a in self._op.args) + ("result",)
-        return saved_attribute(self, name, names, tuple(self._saved) + (self._out,))
+        saved = self._saved
+        if name.startswith(("_saved_", "_raw_saved_")):
+            saved = tuple(self._saved_entry(i) for i in range(len(saved)))
+        return saved_attribute(self, name, names, saved + (self._out,))
 
 
 def _broadcast_error(op, operands):
@@ -664,12 +700,20 @@ def _record_elementwise(op, operands, out, kdt):
         p = x.grad_fn or next_node(x)
         nexts = (p,) if n == 1 else (p, None) if n == 2 else (p, None, None)
         nr = x.output_nr
-        nrs = FIRST_OUTPUTS[n] if nr == 0 else output_numbers((x,) + (None,) * (n - 1))
+        nrs = ZEROS[n] if nr == 0 else output_numbers((x,) + (None,) * (n - 1))
         d = x._data
         key = (n, d.shape, d.dtype, type(d))
         metas = _FIRST_METAS.get(key) or _first_metas(key)
         cls, saves, need_out = op._recording.get(_ONE) or op.recording(1, 1)
-        saved = (SavedTensor(x),) if saves else (None,)
+        vers = None
+        if not saves:
+            saved = (None,)
+        elif not _UNUSUAL and not _HOOK_USERS[0] and not x._inference:  # can_keep_input(x)
+            saved = (x,)
+            v = x._vc[0]
+            vers = ZEROS[n] if v == 0 else (v,) + ZEROS[n - 1]
+        else:
+            saved = (SavedTensor(x),)
         if n > 1:
             saved += tuple(operands[1:])  # the numbers, for the backward and _saved_<name>
         mask = 1
@@ -681,7 +725,7 @@ def _record_elementwise(op, operands, out, kdt):
             if not mask:
                 return
             nexts = (x.grad_fn or next_node(x), y.grad_fn or next_node(y))
-            nrs = FIRST_OUTPUTS[2] if x.output_nr == 0 == y.output_nr else output_numbers((x, y))
+            nrs = ZEROS[2] if x.output_nr == 0 == y.output_nr else output_numbers((x, y))
             dx, dy = x._data, y._data
             key = (mask, dx.shape, dx.dtype, type(dx), dy.shape, dy.dtype, type(dy))
             metas = _PAIR_METAS.get(key) or _pair_metas(key)
@@ -692,16 +736,26 @@ def _record_elementwise(op, operands, out, kdt):
             if not mask:
                 return
         cls, saves, need_out = op._recording.get((mask, tensors)) or op.recording(mask, tensors)
+        vers = None
         if saves:
             saved = list(saved)
-            for i in saves:  # x * x saves x twice: two saved tensors, as torch's
-                saved[i] = SavedTensor(operands[i])
+            changed = False
+            for i in saves:  # x * x saves x twice: two saved entries, as torch's
+                t = operands[i]
+                if can_keep_input(t):
+                    saved[i] = t
+                    changed = changed or t._vc[0] != 0
+                else:
+                    saved[i] = SavedTensor(t)
             saved = tuple(saved)
+            vers = ZEROS[n] if not changed else tuple(
+                t._vc[0] if type(t) is Tensor else 0 for t in saved)
     node = cls(nexts, nrs, metas)
     node._op = op
     node._kdt = kdt
     node._mask = mask
     node._saved = saved
+    node._vers = vers
     r = out._data
     # A node may join a fused group when its output is in the kernel dtype and, on the
     # CPU, from FUSE_MIN_ELEMENTS on (measured crossover); on a GPU always, since there a

@@ -6,7 +6,7 @@ import numpy as np
 from .. import _state
 from .._dual import set_tangent
 from .._trace import TRACE
-from .._node import (ARRAY_METAS, EMPTY_SAVED, FIRST_OUTPUTS, Node, SavedTensor, array_meta,
+from .._node import (ARRAY_METAS, EMPTY_SAVED, ZEROS, Node, SavedTensor, array_meta,
                      next_node, output_numbers)
 from ..tensor import Tensor
 
@@ -70,7 +70,7 @@ def record(name, inputs, outputs, backward, save=(), names=(), attrs=None):
         if t is None or not t._rg:
             return
         nexts = (t.grad_fn or next_node(t),)
-        nrs = FIRST_OUTPUTS[1] if t.output_nr == 0 else output_numbers(inputs)
+        nrs = ZEROS[1] if t.output_nr == 0 else output_numbers(inputs)
         d = t._data
         m = (d.shape, d.dtype, type(d))
         metas = ONE_INPUT_METAS.get(m) or _one_input_meta(m)
