@@ -53,13 +53,23 @@ MAX_CELLS = 1 << 22
 # op and float dtype. (Ops registered later by a user run in the Python tier;
 # adding them would change, and recompile, the interpreter.)
 _TABLE_OPS = tuple(REGISTRY[k] for k in sorted(REGISTRY))
-_interp = []  # (opcode table, interpreter) once loaded
+_interp = []  # the interpreter once loaded
 cache.on_clear(_interp.clear)
+_table = []  # its opcode table once made
+
+
+def _opcodes():
+    """The interpreter's opcode table: made from the formula table alone (2 ms), so
+    a program lowers without loading the interpreter, which only a segment needs
+    (0.04 s from the disk cache, the first kernel also starting Numba)."""
+    if not _table:
+        _table.append(interp.opcodes(_TABLE_OPS)[0])
+    return _table[0]
 
 
 def _interpreter():
     if not _interp:
-        _interp.append(interp.interpreter(_TABLE_OPS))
+        _interp.append(interp.interpreter(_TABLE_OPS)[1])
     return _interp[0]
 
 
@@ -318,34 +328,38 @@ class _Lowering:
         def add(a, b):
             return self.apply(code, a.shape, a, b)
 
-        def pairwise(cs):  # numpy's pairwise_sum (loops_utils.h)
-            if len(cs) < 8:
-                acc = cs[0]
-                for c in cs[1:]:
-                    acc = add(acc, c)
-                return acc
-            if len(cs) <= 128:
-                r = list(cs[:8])
-                i = 8
-                while i < len(cs) - len(cs) % 8:
-                    r = [add(r[j], cs[i + j]) for j in range(8)]
-                    i += 8
-                acc = add(add(add(r[0], r[1]), add(r[2], r[3])),
-                          add(add(r[4], r[5]), add(r[6], r[7])))
-                for c in cs[i:]:
-                    acc = add(acc, c)
-                return acc
-            h = len(cs) // 2
-            h -= h % 8
-            return add(pairwise(cs[:h]), pairwise(cs[h:]))
-
         if tuple(axes) == tuple(range(nd - len(axes), nd)):
-            acc = pairwise(cols)
+            acc = _pairwise(cols, add)
         else:
             acc = cols[0]
             for c in cols[1:]:
                 acc = add(acc, c)
         return acc.reshape(shape)
+
+
+def _pairwise(cs, add):
+    """numpy's pairwise_sum (loops_utils.h) of the cell arrays `cs` with rows made by
+    add(a, b). (A function of the module: a nested one that calls itself is a
+    reference cycle, which would keep the whole lowering for the garbage collector.)"""
+    if len(cs) < 8:
+        acc = cs[0]
+        for c in cs[1:]:
+            acc = add(acc, c)
+        return acc
+    if len(cs) <= 128:
+        r = list(cs[:8])
+        i = 8
+        while i < len(cs) - len(cs) % 8:
+            r = [add(r[j], cs[i + j]) for j in range(8)]
+            i += 8
+        acc = add(add(add(r[0], r[1]), add(r[2], r[3])),
+                  add(add(r[4], r[5]), add(r[6], r[7])))
+        for c in cs[i:]:
+            acc = add(acc, c)
+        return acc
+    h = len(cs) // 2
+    h -= h % 8
+    return add(_pairwise(cs[:h], add), _pairwise(cs[h:], add))
 
 
 def _check_meta(m):
@@ -648,13 +662,20 @@ def scalar_tape(meta, instrs, keep, taken):
         skip = unused(instrs, keep, taken)
         if all(i in taken or i in skip for i in range(len(instrs))):
             return []
-    table = _interpreter()[0]  # (loaded, or compiled, with the collector on)
     with paused_gc():
         reads = [[int(r) for r in ins.reads()] for ins in instrs]
-        return list(_segments(meta, instrs, keep, taken, reads, skip, table))
+        runs = list(_runs(meta, instrs, keep, taken, reads, skip, _opcodes()))
+    if runs:
+        _interpreter()  # (loaded, or compiled, with the collector on)
+    with paused_gc():
+        return [Segment(start, stop, _Compiled(low, stop, last, keep).run, NAME,
+                        skips=skip.intersection(range(start, stop)))
+                for low, start, stop, last in runs]
 
 
-def _segments(meta, instrs, keep, taken, reads, skip, table):
+def _runs(meta, instrs, keep, taken, reads, skip, table):
+    """(lowering, start, stop, last reader of each slot) of each maximal run of
+    instructions that lowers."""
     changed = _changed_in_place(instrs, reads)
     last = {}
     for i, rs in enumerate(reads):
@@ -677,8 +698,7 @@ def _segments(meta, instrs, keep, taken, reads, skip, table):
                 break
             i += 1
         if low is not None and i - start >= MIN_RUN:
-            yield Segment(start, i, _Compiled(low, i, last, keep).run, NAME,
-                          skips=skip.intersection(range(start, i)))
+            yield low, start, i, last
         i = max(i, start + 1)
 
 
@@ -721,7 +741,7 @@ class _Compiled:
         for key, cell in low.consts.items():
             self.arena[cell] = np.frombuffer(key, dtype=np.float64)[0]
         self.inputs = [(s, first, low.meta[s].shape) for s, first in low.inputs]
-        self.kernel = _interpreter()[1]
+        self.kernel = _interpreter()
         self.pool = []
 
     def _state(self):
