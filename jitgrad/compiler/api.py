@@ -337,6 +337,7 @@ def trace_call(fn, args, kwargs, flat, fullgraph, background=False):
     finally:
         tracer.fill()  # deferred values still alive (results, saved tensors): computed now
         _state.trace[0] = None
+        tracer.close()
     if prog is None or tracer.broken is not None:
         return None, (result, tracer.broken)
     prog.build(background)

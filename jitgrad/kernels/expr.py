@@ -113,24 +113,25 @@ def vmath_functions():
     return _vmath[0]
 
 
-def _emit(body, rename, call):
+def _emit(n, rename, call):
     """Source for a parsed formula; `call(name, argument sources)` writes function calls.
     Constants become `T(c)` so a float32 kernel stays float32 (Numba would widen
-    `1 - x` with an int literal)."""
-    def emit(n):
-        if isinstance(n, ast.Name):
-            return rename.get(n.id, n.id)
-        if isinstance(n, ast.Constant):
-            return f"T({float(n.value)!r})"
-        if isinstance(n, ast.UnaryOp):
-            return f"(-{emit(n.operand)})" if isinstance(n.op, ast.USub) else emit(n.operand)
-        if isinstance(n, ast.BinOp):
-            return f"({emit(n.left)} {_BINOPS[type(n.op)]} {emit(n.right)})"
-        if isinstance(n, ast.Compare):
-            return f"({emit(n.left)} {_CMPOPS[type(n.ops[0])]} {emit(n.comparators[0])})"
-        return call(n.func.id, [emit(a) for a in n.args])
-
-    return emit(body)
+    `1 - x` with an int literal). (Recursive at module level: a nested function
+    calling itself is a reference cycle, garbage for the collector at each kernel.)"""
+    if isinstance(n, ast.Name):
+        return rename.get(n.id, n.id)
+    if isinstance(n, ast.Constant):
+        return f"T({float(n.value)!r})"
+    if isinstance(n, ast.UnaryOp):
+        inner = _emit(n.operand, rename, call)
+        return f"(-{inner})" if isinstance(n.op, ast.USub) else inner
+    if isinstance(n, ast.BinOp):
+        return (f"({_emit(n.left, rename, call)} {_BINOPS[type(n.op)]} "
+                f"{_emit(n.right, rename, call)})")
+    if isinstance(n, ast.Compare):
+        return (f"({_emit(n.left, rename, call)} {_CMPOPS[type(n.ops[0])]} "
+                f"{_emit(n.comparators[0], rename, call)})")
+    return call(n.func.id, [_emit(a, rename, call) for a in n.args])
 
 
 def to_scalar_code(body, rename=None, dtype=None):
