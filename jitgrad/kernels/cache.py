@@ -27,6 +27,7 @@ import warnings
 
 from .. import _state
 from . import threads
+from .collector import paused_gc
 from .._version import __version__
 from .pool import clear_pool
 
@@ -70,25 +71,28 @@ def _give_up_on(folder, error):
 
 @functools.lru_cache(maxsize=None)
 def _version_tag():
-    numba = _start_numba()
+    numba = start_numba()
     return f"jitgrad {__version__} numba {numba.__version__} python {sys.version_info[:3]}"
 
 
-def _start_numba():
+@functools.lru_cache(maxsize=None)
+def start_numba():
     """Import Numba without its optional scipy.linalg import (0.4 s of a warm
     process's first op): Numba's CPU target asks once whether scipy's BLAS exists,
     only to pick BLAS over a plain loop inside jitted np.correlate/np.convolve;
     np.dot and np.linalg in jitted code import scipy when they are compiled, as
-    always. A program that already imported scipy.linalg is left as it is."""
-    import numba
-    blas = "scipy.linalg.cython_blas"
-    if "numba.np.arraymath" not in sys.modules and blas not in sys.modules:
-        sys.modules[blas] = None  # makes `import scipy.linalg.cython_blas` raise ImportError
-        try:
-            import numba.np.arraymath  # noqa: F401  (asks here, once)
-        finally:
-            del sys.modules[blas]
-    threads.after_numba_start()
+    always. A program that already imported scipy.linalg is left as it is. The
+    collector is paused meanwhile (see paused_gc: 30 ms of collections)."""
+    with paused_gc():
+        import numba
+        blas = "scipy.linalg.cython_blas"
+        if "numba.np.arraymath" not in sys.modules and blas not in sys.modules:
+            sys.modules[blas] = None  # makes `import scipy.linalg.cython_blas` raise ImportError
+            try:
+                import numba.np.arraymath  # noqa: F401  (asks here, once)
+            finally:
+                del sys.modules[blas]
+        threads.after_numba_start()
     return numba
 
 

@@ -11,6 +11,9 @@ import functools
 import os
 import re
 
+from .cache import start_numba
+from .collector import paused_gc
+
 # formula name -> scalar code template ({0}, {1}... are the arguments).
 # Every generated kernel goes through this table. For float32/float64 kernels,
 # the names that kernels/vmath.py provides are emitted as calls of its
@@ -108,7 +111,9 @@ def vmath_functions():
         if os.environ.get("JITGRAD_VMATH", "1") == "0":
             _vmath.append(({}, ""))
         else:
-            from . import vmath  # large: compiled only when a formula needs it
+            start_numba()  # (vmath imports it)
+            with paused_gc():
+                from . import vmath  # large: compiled only when a formula needs it
             _vmath.append((vmath.FUNCTIONS, vmath.SOURCE_HASH))
     return _vmath[0]
 
