@@ -8,11 +8,9 @@ evaluate a formula on Tensors (double backward) without another table.
 """
 import ast
 import functools
+import hashlib
 import os
 import re
-
-from .cache import start_numba
-from .collector import paused_gc
 
 # formula name -> scalar code template ({0}, {1}... are the arguments).
 # Every generated kernel goes through this table. For float32/float64 kernels,
@@ -101,7 +99,28 @@ def parse(src, names):
 
 
 _VMATH_SLOT = {"float32": 0, "float64": 1}
-_vmath = []  # [(FUNCTIONS, SOURCE_HASH)] once loaded
+_vmath = []  # [(FUNCTIONS, SOURCE_HASH)] once made
+
+
+def vmath_names():
+    """formula name -> (float32, float64 function name) of kernels/vmath.py (its
+    FUNCTIONS). Known here, with its source hash, so that writing a kernel's source
+    imports neither that module nor Numba (0.15 s): a compiled step's trace asks
+    whether the kernels of its eager ops are in the disk cache."""
+    return {name: (f"{name}_f32", f"{name}_f64") for name in (
+        "exp", "exp2", "expm1", "log", "log2", "log1p",
+        "sin", "cos", "tan", "tanh", "sinh", "cosh", "sigmoid",
+        "asin", "acos", "atan", "atan2", "erf", "fma")}
+
+
+def vmath_source_hash():
+    """The sha256 of kernels/vmath.py (its SOURCE_HASH): generated kernels embed it,
+    so that a disk-cached kernel notices when that module changes."""
+    try:
+        with open(os.path.join(os.path.dirname(__file__), "vmath.py"), "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:  # e.g. only bytecode installed: the version tag of the cache decides
+        return ""
 
 
 def vmath_functions():
@@ -111,10 +130,7 @@ def vmath_functions():
         if os.environ.get("JITGRAD_VMATH", "1") == "0":
             _vmath.append(({}, ""))
         else:
-            start_numba()  # (vmath imports it)
-            with paused_gc():
-                from . import vmath  # large: compiled only when a formula needs it
-            _vmath.append((vmath.FUNCTIONS, vmath.SOURCE_HASH))
+            _vmath.append((vmath_names(), vmath_source_hash()))
     return _vmath[0]
 
 
