@@ -185,6 +185,7 @@ def load(name, source):
     finally:
         if prof is not None:
             prof.pop()
+    _keep_bytecode(os.path.join(folder, modname + ".py"))
     _stats["disk_hits" if warm else "disk_misses"] += 1
     if not warm:
         _stats["kernels_compiled"] += 1
@@ -286,6 +287,22 @@ def _import(modname, path, light=False):
         del sys.modules[modname]
         raise
     return getattr(module, "kernel")
+
+
+def _keep_bytecode(path):
+    """Write the bytecode of the kernel module at `path` next to Numba's files for it,
+    once, even where PYTHONDONTWRITEBYTECODE is set: the scalar tape interpreter's
+    71 kB of source took 9 ms to compile again in each process that loaded it. The
+    bytecode is checked against the source's hash when it is read."""
+    pyc = importlib.util.cache_from_source(path)
+    if os.path.exists(pyc):
+        return
+    import py_compile
+    try:
+        py_compile.compile(path, cfile=pyc, doraise=True,
+                           invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+    except (OSError, py_compile.PyCompileError):
+        pass  # (the source is compiled at each import, as before)
 
 
 def _remove_entry(folder, modname):

@@ -63,6 +63,23 @@ def test_second_process_loads_every_kernel_from_disk(tmp_path):
     assert g1 == g2 and warned == 0
 
 
+def test_kernel_modules_keep_their_bytecode_checked_against_the_source(tmp_path, monkeypatch):
+    """A second process reads each kernel module's bytecode instead of compiling its
+    source again, even where Python writes no bytecode of its own."""
+    import importlib.util
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    run_fresh(tmp_path)
+    sources = sorted(tmp_path.glob("*.py"))
+    assert sources
+    for py in sources:
+        pyc = importlib.util.cache_from_source(str(py))
+        with open(pyc, "rb") as f:
+            header = f.read(16)
+        assert int.from_bytes(header[4:8], "little") == 3  # hash-based, checked
+    compiled, hits, _, _, _ = run_fresh(tmp_path)
+    assert compiled == 0 and hits == len(sources)
+
+
 @pytest.mark.parametrize("damage", [
     pytest.param(lambda f: f.write_bytes(b"\x00garbage"), id="garbage-everywhere"),
     pytest.param(lambda f: f.write_bytes(b"\xff\xfe\x80 not utf-8 \xc3\x28"), id="invalid-utf8"),
