@@ -108,9 +108,18 @@ class _Lowering:
         self.kept_roots = set()
         self.made = set()   # slots made by this run's instructions
         self.effects = []   # (leaf slot, gradient cells or None): see _EFFECTS
-        self.promoted = {}  # kernel_dtypes' answers, by op, operand dtypes and scalar types
+        self.promoted = {}  # kernel_dtypes' answers, by op and operand kinds (see formula)
+        self.arena = {}     # slot -> its SlotMeta, once checked by arena_meta
 
     # -- cells --
+    def arena_meta(self, s):
+        """The SlotMeta of slot `s` if its tensor can live in the arena, else
+        unsupported (asked once per slot: operands are read many times)."""
+        m = self.arena.get(s)
+        if m is None:
+            m = self.arena[s] = _check_meta(self.meta[s])
+        return m
+
     def alloc(self, shape):
         if not shape:  # the cells of most graphs of small tensors
             self.n += 1
@@ -135,7 +144,7 @@ class _Lowering:
         s = int(ref)
         got = self.loc.get(s)
         if got is None:
-            m = _check_meta(self.meta[s])
+            m = self.arena_meta(s)
             if m.dtype == I64:
                 raise _Unsupported("int64 values from outside the run may not fit a float64")
             got = self.loc[s] = self.alloc(m.shape)
@@ -145,8 +154,13 @@ class _Lowering:
     def apply(self, opcode, shape, *cols):
         """New cells of `shape` holding the opcode's function of `cols` (cell
         arrays broadcast to `shape`), one tape row per cell."""
+        if not shape:  # most rows of graphs of 0-d tensors: no arrays
+            n = self.n
+            self.n += 1
+            self.rows.append((opcode, n, *[c.item() for c in cols]))
+            return np.array(n, dtype=np.int64)
         out = self.alloc(shape)
-        if out.size == 1:  # most rows of graphs of 0-d tensors: no arrays
+        if out.size == 1:
             self.rows.append((opcode, out.item(), *[c.item() for c in cols]))
         elif out.size:
             rows = np.zeros((out.size, 5), dtype=np.int64)
@@ -207,7 +221,7 @@ class _Lowering:
             self.cells(ins.outs)  # an op that gave back its input (sum_to_size to its shape)
             return
         for r in outs:
-            _check_meta(self.meta[r])
+            self.arena_meta(r)
             if int(r) in reads or int(r) in self.loc:
                 raise _Unsupported("gives back one of its inputs")
         self.out_meta = self.meta[outs[0]]
@@ -255,33 +269,28 @@ class _Lowering:
     def formula(self, op, operands, m):
         """Cells of `op` applied to operands (Refs or Python numbers), whose eager
         result has SlotMeta `m`."""
-        dims, zero, scalars = [], [], []
-        for a, v in zip(op.args, operands):
-            if type(v) is Ref:
-                vm = _check_meta(self.meta[v])
-                if a not in op.bool_args:
-                    (dims if vm.shape else zero).append(vm.dtype)
-            elif type(v) in (float, int, bool):
-                if a not in op.bool_args:
-                    scalars.append(v)
+        kinds = []  # per operand: (dtype, whether it has dims), or the scalar's type
+        for v in operands:
+            t = type(v)
+            if t is Ref:
+                vm = self.arena_meta(v)
+                kinds.append((vm.dtype, vm.shape != ()))
+            elif t is float or t is int or t is bool:
+                kinds.append(t)
             else:
                 raise _Unsupported("operand type")
-        key = (op, tuple(dims), tuple(zero), tuple(type(v) for v in scalars))
+        key = (op, tuple(kinds))
         got = self.promoted.get(key)
         if got is None:  # the promotion depends on the scalars' types, not values
-            try:
-                got = _dt.kernel_dtypes(op.name, dims, zero, scalars, op.floating,
-                                        op.bool_promotes)
-            except TypeError:
-                got = ()
-            self.promoted[key] = got
+            got = self.promoted[key] = _promotion(op, operands, kinds)
         if not got:
             raise _Unsupported("dtype")
         kdt, res = got
         if m.dtype != (BOOL if op.bool_out else res):
             raise _Unsupported("dtype")
         if kdt == I64 and op.name in _SELECTIONS and all(
-                abs(v) <= _EXACT_INT for v in scalars):
+                abs(v) <= _EXACT_INT for a, v in zip(op.args, operands)
+                if type(v) is not Ref and a not in op.bool_args):
             kdt = F64
         code = self.opcode(op.name, kdt)
         cols = []
@@ -360,6 +369,23 @@ def _pairwise(cs, add):
     h = len(cs) // 2
     h -= h % 8
     return add(_pairwise(cs[:h], add), _pairwise(cs[h:], add))
+
+
+def _promotion(op, operands, kinds):
+    """kernel_dtypes' (compute dtype, result dtype) of `op` on operands of these
+    kinds (see formula), or () where it refuses them."""
+    dims, zero, scalars = [], [], []
+    for a, v, kind in zip(op.args, operands, kinds):
+        if a in op.bool_args:
+            continue
+        if type(kind) is tuple:
+            (dims if kind[1] else zero).append(kind[0])
+        else:
+            scalars.append(v)
+    try:
+        return _dt.kernel_dtypes(op.name, dims, zero, scalars, op.floating, op.bool_promotes)
+    except TypeError:
+        return ()
 
 
 def _check_meta(m):
@@ -631,7 +657,7 @@ def _set_grad(low, var, value):
 def _accumulate_grad(low, var, g):
     """backward()'s accumulation of gradient g into a leaf's .grad (see _accumulate)."""
     slot = _leaf_slot(low, var)
-    vm, gm = low.meta[slot], _check_meta(low.meta[g])
+    vm, gm = low.meta[slot], low.arena_meta(g)
     if vm is None or vm.array_type is not np.ndarray or (vm.dtype, vm.shape) != (
             gm.dtype, gm.shape):
         raise _Unsupported("a gradient of another dtype or shape")
