@@ -77,23 +77,32 @@ def _version_tag():
 
 @functools.lru_cache(maxsize=None)
 def start_numba():
-    """Import Numba without its optional scipy.linalg import (0.4 s of a warm
-    process's first op): Numba's CPU target asks once whether scipy's BLAS exists,
-    only to pick BLAS over a plain loop inside jitted np.correlate/np.convolve;
-    np.dot and np.linalg in jitted code import scipy when they are compiled, as
-    always. A program that already imported scipy.linalg is left as it is. The
-    collector is paused meanwhile (see paused_gc: 30 ms of collections)."""
+    """Import Numba, with the collector paused (see paused_gc: 30 ms of collections
+    over its 300,000 objects)."""
     with paused_gc():
         import numba
-        blas = "scipy.linalg.cython_blas"
-        if "numba.np.arraymath" not in sys.modules and blas not in sys.modules:
-            sys.modules[blas] = None  # makes `import scipy.linalg.cython_blas` raise ImportError
-            try:
-                import numba.np.arraymath  # noqa: F401  (asks here, once)
-            finally:
-                del sys.modules[blas]
         threads.after_numba_start()
     return numba
+
+
+@functools.lru_cache(maxsize=None)
+def _before_full_set_up():
+    """Before Numba's compiler sets itself up in full (a compilation, a @vectorize
+    kernel, a light load that failed: see _NJIT), its CPU target asks once whether
+    scipy's BLAS exists, only to pick BLAS over a plain loop inside jitted
+    np.correlate/np.convolve; answered here without importing scipy.linalg (0.4 s).
+    np.dot and np.linalg in jitted code import scipy when they are compiled, as
+    always. A program that already imported scipy.linalg is left as it is. (The
+    module that asks, numba.np.arraymath, takes 70 ms to import: a process that
+    only loads kernels from the disk cache never does.)"""
+    blas = "scipy.linalg.cython_blas"
+    if "numba.np.arraymath" not in sys.modules and blas not in sys.modules:
+        sys.modules[blas] = None  # makes `import scipy.linalg.cython_blas` raise ImportError
+        try:
+            with paused_gc():
+                importlib.import_module("numba.np.arraymath")  # (asks here, once)
+        finally:
+            del sys.modules[blas]
 
 
 def started():
@@ -275,9 +284,14 @@ def _import(modname, path, light=False):
     if light:
         try:
             with _light_cache_lookups():
-                return _import(modname, path)
+                return _exec(modname, path)
         except Exception:
             pass
+    _before_full_set_up()
+    return _exec(modname, path)
+
+
+def _exec(modname, path):
     spec = importlib.util.spec_from_file_location(modname, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[modname] = module
