@@ -27,11 +27,12 @@ import numpy as np
 from .. import dtypes as _dt
 from ..autograd import engine
 from ..kernels import cache, interp
+from ..kernels.collector import paused_gc
 from ..ops import indexing
 from ..ops.reduce import _axes
 from ..ops.registry import REGISTRY
 from ..tensor import Tensor
-from .program import SMALL_ELEMENTS, Ref, Segment, iter_refs, paused_gc, unused
+from .program import SMALL_ELEMENTS, Ref, Segment, iter_refs, unused
 
 NAME = "scalar tape"
 F32, F64, BOOL, I64 = (np.dtype(t) for t in (np.float32, np.float64, np.bool_, np.int64))
