@@ -19,10 +19,10 @@ import warnings
 import numpy as np
 
 from .. import _state
+from ..kernels.collector import paused_gc
 from ..nn.modules.module import Module
 from ..tensor import Tensor
 from .batch import Static, Template, batch_size, check_sizes_unread, unbatched
-from .program import paused_gc
 from .trace import Tracer, Unsupported, active_mode
 
 RECOMPILE_LIMIT = 8
@@ -337,6 +337,7 @@ def trace_call(fn, args, kwargs, flat, fullgraph, background=False):
     finally:
         tracer.fill()  # deferred values still alive (results, saved tensors): computed now
         _state.trace[0] = None
+        tracer.close()
     if prog is None or tracer.broken is not None:
         return None, (result, tracer.broken)
     prog.build(background)

@@ -8,8 +8,6 @@ tensor was. The program runs its instructions in order with grad mode off
 reader. Executors (compiler/executors.py) may take over runs of
 instructions and run them as compiled code; the rest run here, in Python.
 """
-import contextlib
-import gc
 import threading
 import warnings
 
@@ -18,35 +16,11 @@ import numpy as np
 from .. import _state
 from .._node import FREED_MESSAGE
 from ..kernels.cache import background_compilation
+from ..kernels.collector import paused_gc
 from ..ops.record import FunctionNode, node_class, record
 from ..tensor import Tensor
 from .deferred import Deferred
 from .names import PURE
-
-
-_gc_pauses = [0, False]  # (threads inside paused_gc, whether they disabled the collector)
-_gc_lock = threading.Lock()
-
-
-@contextlib.contextmanager
-def paused_gc():
-    """The cyclic garbage collector off inside: tracing and lowering make tens of
-    thousands of objects that live on (instructions, tensors, tape rows), and each
-    full collection they trigger walks every object of the process (Numba's
-    included): a quarter of a second on a 1000-op graph. Only reference cycles
-    wait for the collector, and only until the block ends."""
-    with _gc_lock:
-        if _gc_pauses[0] == 0:
-            _gc_pauses[1] = gc.isenabled()
-            gc.disable()
-        _gc_pauses[0] += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_pauses[0] -= 1
-            if _gc_pauses[0] == 0 and _gc_pauses[1]:
-                gc.enable()
 
 
 class Ref(int):

@@ -27,11 +27,12 @@ import numpy as np
 from .. import dtypes as _dt
 from ..autograd import engine
 from ..kernels import cache, interp
+from ..kernels.collector import paused_gc
 from ..ops import indexing
 from ..ops.reduce import _axes
 from ..ops.registry import REGISTRY
 from ..tensor import Tensor
-from .program import SMALL_ELEMENTS, Ref, Segment, iter_refs, paused_gc, unused
+from .program import SMALL_ELEMENTS, Ref, Segment, iter_refs, unused
 
 NAME = "scalar tape"
 F32, F64, BOOL, I64 = (np.dtype(t) for t in (np.float32, np.float64, np.bool_, np.int64))
@@ -53,13 +54,23 @@ MAX_CELLS = 1 << 22
 # op and float dtype. (Ops registered later by a user run in the Python tier;
 # adding them would change, and recompile, the interpreter.)
 _TABLE_OPS = tuple(REGISTRY[k] for k in sorted(REGISTRY))
-_interp = []  # (opcode table, interpreter) once loaded
+_interp = []  # the interpreter once loaded
 cache.on_clear(_interp.clear)
+_table = []  # its opcode table once made
+
+
+def _opcodes():
+    """The interpreter's opcode table: made from the formula table alone (2 ms), so
+    a program lowers without loading the interpreter, which only a segment needs
+    (0.04 s from the disk cache, the first kernel also starting Numba)."""
+    if not _table:
+        _table.append(interp.opcodes(_TABLE_OPS)[0])
+    return _table[0]
 
 
 def _interpreter():
     if not _interp:
-        _interp.append(interp.interpreter(_TABLE_OPS))
+        _interp.append(interp.interpreter(_TABLE_OPS)[1])
     return _interp[0]
 
 
@@ -98,9 +109,18 @@ class _Lowering:
         self.kept_roots = set()
         self.made = set()   # slots made by this run's instructions
         self.effects = []   # (leaf slot, gradient cells or None): see _EFFECTS
-        self.promoted = {}  # kernel_dtypes' answers, by op, operand dtypes and scalar types
+        self.promoted = {}  # kernel_dtypes' answers, by op and operand kinds (see formula)
+        self.arena = {}     # slot -> its SlotMeta, once checked by arena_meta
 
     # -- cells --
+    def arena_meta(self, s):
+        """The SlotMeta of slot `s` if its tensor can live in the arena, else
+        unsupported (asked once per slot: operands are read many times)."""
+        m = self.arena.get(s)
+        if m is None:
+            m = self.arena[s] = _check_meta(self.meta[s])
+        return m
+
     def alloc(self, shape):
         if not shape:  # the cells of most graphs of small tensors
             self.n += 1
@@ -125,7 +145,7 @@ class _Lowering:
         s = int(ref)
         got = self.loc.get(s)
         if got is None:
-            m = _check_meta(self.meta[s])
+            m = self.arena_meta(s)
             if m.dtype == I64:
                 raise _Unsupported("int64 values from outside the run may not fit a float64")
             got = self.loc[s] = self.alloc(m.shape)
@@ -135,8 +155,13 @@ class _Lowering:
     def apply(self, opcode, shape, *cols):
         """New cells of `shape` holding the opcode's function of `cols` (cell
         arrays broadcast to `shape`), one tape row per cell."""
+        if not shape:  # most rows of graphs of 0-d tensors: no arrays
+            n = self.n
+            self.n += 1
+            self.rows.append((opcode, n, *[c.item() for c in cols]))
+            return np.array(n, dtype=np.int64)
         out = self.alloc(shape)
-        if out.size == 1:  # most rows of graphs of 0-d tensors: no arrays
+        if out.size == 1:
             self.rows.append((opcode, out.item(), *[c.item() for c in cols]))
         elif out.size:
             rows = np.zeros((out.size, 5), dtype=np.int64)
@@ -197,7 +222,7 @@ class _Lowering:
             self.cells(ins.outs)  # an op that gave back its input (sum_to_size to its shape)
             return
         for r in outs:
-            _check_meta(self.meta[r])
+            self.arena_meta(r)
             if int(r) in reads or int(r) in self.loc:
                 raise _Unsupported("gives back one of its inputs")
         self.out_meta = self.meta[outs[0]]
@@ -245,33 +270,28 @@ class _Lowering:
     def formula(self, op, operands, m):
         """Cells of `op` applied to operands (Refs or Python numbers), whose eager
         result has SlotMeta `m`."""
-        dims, zero, scalars = [], [], []
-        for a, v in zip(op.args, operands):
-            if type(v) is Ref:
-                vm = _check_meta(self.meta[v])
-                if a not in op.bool_args:
-                    (dims if vm.shape else zero).append(vm.dtype)
-            elif type(v) in (float, int, bool):
-                if a not in op.bool_args:
-                    scalars.append(v)
+        kinds = []  # per operand: (dtype, whether it has dims), or the scalar's type
+        for v in operands:
+            t = type(v)
+            if t is Ref:
+                vm = self.arena_meta(v)
+                kinds.append((vm.dtype, vm.shape != ()))
+            elif t is float or t is int or t is bool:
+                kinds.append(t)
             else:
                 raise _Unsupported("operand type")
-        key = (op, tuple(dims), tuple(zero), tuple(type(v) for v in scalars))
+        key = (op, tuple(kinds))
         got = self.promoted.get(key)
         if got is None:  # the promotion depends on the scalars' types, not values
-            try:
-                got = _dt.kernel_dtypes(op.name, dims, zero, scalars, op.floating,
-                                        op.bool_promotes)
-            except TypeError:
-                got = ()
-            self.promoted[key] = got
+            got = self.promoted[key] = _promotion(op, operands, kinds)
         if not got:
             raise _Unsupported("dtype")
         kdt, res = got
         if m.dtype != (BOOL if op.bool_out else res):
             raise _Unsupported("dtype")
         if kdt == I64 and op.name in _SELECTIONS and all(
-                abs(v) <= _EXACT_INT for v in scalars):
+                abs(v) <= _EXACT_INT for a, v in zip(op.args, operands)
+                if type(v) is not Ref and a not in op.bool_args):
             kdt = F64
         code = self.opcode(op.name, kdt)
         cols = []
@@ -318,34 +338,55 @@ class _Lowering:
         def add(a, b):
             return self.apply(code, a.shape, a, b)
 
-        def pairwise(cs):  # numpy's pairwise_sum (loops_utils.h)
-            if len(cs) < 8:
-                acc = cs[0]
-                for c in cs[1:]:
-                    acc = add(acc, c)
-                return acc
-            if len(cs) <= 128:
-                r = list(cs[:8])
-                i = 8
-                while i < len(cs) - len(cs) % 8:
-                    r = [add(r[j], cs[i + j]) for j in range(8)]
-                    i += 8
-                acc = add(add(add(r[0], r[1]), add(r[2], r[3])),
-                          add(add(r[4], r[5]), add(r[6], r[7])))
-                for c in cs[i:]:
-                    acc = add(acc, c)
-                return acc
-            h = len(cs) // 2
-            h -= h % 8
-            return add(pairwise(cs[:h]), pairwise(cs[h:]))
-
         if tuple(axes) == tuple(range(nd - len(axes), nd)):
-            acc = pairwise(cols)
+            acc = _pairwise(cols, add)
         else:
             acc = cols[0]
             for c in cols[1:]:
                 acc = add(acc, c)
         return acc.reshape(shape)
+
+
+def _pairwise(cs, add):
+    """numpy's pairwise_sum (loops_utils.h) of the cell arrays `cs` with rows made by
+    add(a, b). (A function of the module: a nested one that calls itself is a
+    reference cycle, which would keep the whole lowering for the garbage collector.)"""
+    if len(cs) < 8:
+        acc = cs[0]
+        for c in cs[1:]:
+            acc = add(acc, c)
+        return acc
+    if len(cs) <= 128:
+        r = list(cs[:8])
+        i = 8
+        while i < len(cs) - len(cs) % 8:
+            r = [add(r[j], cs[i + j]) for j in range(8)]
+            i += 8
+        acc = add(add(add(r[0], r[1]), add(r[2], r[3])),
+                  add(add(r[4], r[5]), add(r[6], r[7])))
+        for c in cs[i:]:
+            acc = add(acc, c)
+        return acc
+    h = len(cs) // 2
+    h -= h % 8
+    return add(_pairwise(cs[:h], add), _pairwise(cs[h:], add))
+
+
+def _promotion(op, operands, kinds):
+    """kernel_dtypes' (compute dtype, result dtype) of `op` on operands of these
+    kinds (see formula), or () where it refuses them."""
+    dims, zero, scalars = [], [], []
+    for a, v, kind in zip(op.args, operands, kinds):
+        if a in op.bool_args:
+            continue
+        if type(kind) is tuple:
+            (dims if kind[1] else zero).append(kind[0])
+        else:
+            scalars.append(v)
+    try:
+        return _dt.kernel_dtypes(op.name, dims, zero, scalars, op.floating, op.bool_promotes)
+    except TypeError:
+        return ()
 
 
 def _check_meta(m):
@@ -617,7 +658,7 @@ def _set_grad(low, var, value):
 def _accumulate_grad(low, var, g):
     """backward()'s accumulation of gradient g into a leaf's .grad (see _accumulate)."""
     slot = _leaf_slot(low, var)
-    vm, gm = low.meta[slot], _check_meta(low.meta[g])
+    vm, gm = low.meta[slot], low.arena_meta(g)
     if vm is None or vm.array_type is not np.ndarray or (vm.dtype, vm.shape) != (
             gm.dtype, gm.shape):
         raise _Unsupported("a gradient of another dtype or shape")
@@ -648,13 +689,20 @@ def scalar_tape(meta, instrs, keep, taken):
         skip = unused(instrs, keep, taken)
         if all(i in taken or i in skip for i in range(len(instrs))):
             return []
-    table = _interpreter()[0]  # (loaded, or compiled, with the collector on)
     with paused_gc():
         reads = [[int(r) for r in ins.reads()] for ins in instrs]
-        return list(_segments(meta, instrs, keep, taken, reads, skip, table))
+        runs = list(_runs(meta, instrs, keep, taken, reads, skip, _opcodes()))
+    if runs:
+        _interpreter()  # (loaded, or compiled, with the collector on)
+    with paused_gc():
+        return [Segment(start, stop, _Compiled(low, stop, last, keep).run, NAME,
+                        skips=skip.intersection(range(start, stop)))
+                for low, start, stop, last in runs]
 
 
-def _segments(meta, instrs, keep, taken, reads, skip, table):
+def _runs(meta, instrs, keep, taken, reads, skip, table):
+    """(lowering, start, stop, last reader of each slot) of each maximal run of
+    instructions that lowers."""
     changed = _changed_in_place(instrs, reads)
     last = {}
     for i, rs in enumerate(reads):
@@ -677,8 +725,7 @@ def _segments(meta, instrs, keep, taken, reads, skip, table):
                 break
             i += 1
         if low is not None and i - start >= MIN_RUN:
-            yield Segment(start, i, _Compiled(low, i, last, keep).run, NAME,
-                          skips=skip.intersection(range(start, i)))
+            yield low, start, i, last
         i = max(i, start + 1)
 
 
@@ -721,7 +768,7 @@ class _Compiled:
         for key, cell in low.consts.items():
             self.arena[cell] = np.frombuffer(key, dtype=np.float64)[0]
         self.inputs = [(s, first, low.meta[s].shape) for s, first in low.inputs]
-        self.kernel = _interpreter()[1]
+        self.kernel = _interpreter()
         self.pool = []
 
     def _state(self):

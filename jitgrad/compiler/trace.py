@@ -137,6 +137,12 @@ class Tracer:
         self.slot_of.pop(key, None)
         self.by_array.pop(key, None)
 
+    def close(self):
+        """Drop the weak references once the trace is over: each one's callback holds
+        the tracer, a reference cycle only the garbage collector would free."""
+        self.watch.clear()
+        self.tensors.clear()
+
     def obj(self, slot):
         """The object of a slot, or None if it was made during the trace and is gone."""
         t = self.tensors[slot]

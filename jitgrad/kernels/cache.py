@@ -27,6 +27,7 @@ import warnings
 
 from .. import _state
 from . import threads
+from .collector import paused_gc
 from .._version import __version__
 from .pool import clear_pool
 
@@ -70,26 +71,38 @@ def _give_up_on(folder, error):
 
 @functools.lru_cache(maxsize=None)
 def _version_tag():
-    numba = _start_numba()
+    numba = start_numba()
     return f"jitgrad {__version__} numba {numba.__version__} python {sys.version_info[:3]}"
 
 
-def _start_numba():
-    """Import Numba without its optional scipy.linalg import (0.4 s of a warm
-    process's first op): Numba's CPU target asks once whether scipy's BLAS exists,
-    only to pick BLAS over a plain loop inside jitted np.correlate/np.convolve;
+@functools.lru_cache(maxsize=None)
+def start_numba():
+    """Import Numba, with the collector paused (see paused_gc: 30 ms of collections
+    over its 300,000 objects)."""
+    with paused_gc():
+        import numba
+        threads.after_numba_start()
+    return numba
+
+
+@functools.lru_cache(maxsize=None)
+def _before_full_set_up():
+    """Before Numba's compiler sets itself up in full (a compilation, a @vectorize
+    kernel, a light load that failed: see _NJIT), its CPU target asks once whether
+    scipy's BLAS exists, only to pick BLAS over a plain loop inside jitted
+    np.correlate/np.convolve; answered here without importing scipy.linalg (0.4 s).
     np.dot and np.linalg in jitted code import scipy when they are compiled, as
-    always. A program that already imported scipy.linalg is left as it is."""
-    import numba
+    always. A program that already imported scipy.linalg is left as it is. (The
+    module that asks, numba.np.arraymath, takes 70 ms to import: a process that
+    only loads kernels from the disk cache never does.)"""
     blas = "scipy.linalg.cython_blas"
     if "numba.np.arraymath" not in sys.modules and blas not in sys.modules:
         sys.modules[blas] = None  # makes `import scipy.linalg.cython_blas` raise ImportError
         try:
-            import numba.np.arraymath  # noqa: F401  (asks here, once)
+            with paused_gc():
+                importlib.import_module("numba.np.arraymath")  # (asks here, once)
         finally:
             del sys.modules[blas]
-    threads.after_numba_start()
-    return numba
 
 
 def started():
@@ -181,6 +194,7 @@ def load(name, source):
     finally:
         if prof is not None:
             prof.pop()
+    _keep_bytecode(os.path.join(folder, modname + ".py"))
     _stats["disk_hits" if warm else "disk_misses"] += 1
     if not warm:
         _stats["kernels_compiled"] += 1
@@ -270,9 +284,14 @@ def _import(modname, path, light=False):
     if light:
         try:
             with _light_cache_lookups():
-                return _import(modname, path)
+                return _exec(modname, path)
         except Exception:
             pass
+    _before_full_set_up()
+    return _exec(modname, path)
+
+
+def _exec(modname, path):
     spec = importlib.util.spec_from_file_location(modname, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[modname] = module
@@ -282,6 +301,22 @@ def _import(modname, path, light=False):
         del sys.modules[modname]
         raise
     return getattr(module, "kernel")
+
+
+def _keep_bytecode(path):
+    """Write the bytecode of the kernel module at `path` next to Numba's files for it,
+    once, even where PYTHONDONTWRITEBYTECODE is set: the scalar tape interpreter's
+    71 kB of source took 9 ms to compile again in each process that loaded it. The
+    bytecode is checked against the source's hash when it is read."""
+    pyc = importlib.util.cache_from_source(path)
+    if os.path.exists(pyc):
+        return
+    import py_compile
+    try:
+        py_compile.compile(path, cfile=pyc, doraise=True,
+                           invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+    except (OSError, py_compile.PyCompileError):
+        pass  # (the source is compiled at each import, as before)
 
 
 def _remove_entry(folder, modname):

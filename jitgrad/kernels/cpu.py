@@ -14,7 +14,7 @@ before a CUDA launch or a numpy stand-in).
 import numpy as np
 
 from .. import _state
-from . import cache
+from . import ERRSTATE, QUIET, cache
 from .expr import numpy_is_exact, numpy_is_exact_on, to_numpy_code, to_scalar_code
 from .source import NUMBA_TYPE, array_type, check_lengths, flat_kernel, header, scalar_type
 
@@ -190,17 +190,21 @@ def numpy_ufunc(args, body, prefix, arg_dtypes, compute_dtype, out_dtype, what):
     if prefix is not None:
         expr = f"{names[prefix]} * {expr}"
     params = list(names.values())
-    shapes = ", ".join(f"{a}.shape" for a in params)
+    # (numpy's error state through its context variable, and np.broadcast: a trace
+    # evaluates deferred values in blocks, thousands of calls of these)
     src = (f"def kernel({', '.join(params)}, *, out=None):\n" +
            "".join(f"    {a} = np.asarray({a}, D{i})\n" for i, a in enumerate(params)) +
-           f"    with np.errstate(all='ignore'):\n"
+           "    token = ERRSTATE.set(QUIET)\n"
+           "    try:\n"
            f"        r = {expr}\n"
-           f"    if out is None:\n"
-           f"        out = np.empty(np.broadcast_shapes({shapes},), OUT)\n"
-           f"    out[...] = r\n"
-           f"    return out\n")
-    namespace = {"np": np, "T": compute_dtype.type, "OUT": out_dtype,
-                 **{f"D{i}": d for i, d in enumerate(arg_dtypes)}}
+           "    finally:\n"
+           "        ERRSTATE.reset(token)\n"
+           "    if out is None:\n"
+           f"        out = np.empty(np.broadcast({', '.join(params)}).shape, OUT)\n"
+           "    out[...] = r\n"
+           "    return out\n")
+    namespace = {"np": np, "T": compute_dtype.type, "OUT": out_dtype, "ERRSTATE": ERRSTATE,
+                 "QUIET": QUIET, **{f"D{i}": d for i, d in enumerate(arg_dtypes)}}
     exec(compile(src, f"<jitgrad numpy kernel {what}>", "exec"), namespace)
     return namespace["kernel"]
 
@@ -211,8 +215,12 @@ def numpy_kernel(params, lines, dtype, arrays, what):
     the length rule of flat kernels (`arrays`: the array parameters)."""
     src = (f"def kernel({', '.join(params)}):\n"
            f"    check_lengths(n, ({', '.join(arrays)},), {what!r})\n"
-           f"    with np.errstate(all='ignore'):\n" +
-           "".join(f"        {line}\n" for line in lines))
-    namespace = {"np": np, "T": np.dtype(dtype).type, "check_lengths": check_lengths}
+           "    token = ERRSTATE.set(QUIET)\n"
+           "    try:\n" +
+           "".join(f"        {line}\n" for line in lines) +
+           "    finally:\n"
+           "        ERRSTATE.reset(token)\n")
+    namespace = {"np": np, "T": np.dtype(dtype).type, "check_lengths": check_lengths,
+                 "ERRSTATE": ERRSTATE, "QUIET": QUIET}
     exec(compile(src, f"<jitgrad numpy kernel {what}>", "exec"), namespace)
     return namespace["kernel"]

@@ -8,6 +8,7 @@ evaluate a formula on Tensors (double backward) without another table.
 """
 import ast
 import functools
+import hashlib
 import os
 import re
 
@@ -98,7 +99,28 @@ def parse(src, names):
 
 
 _VMATH_SLOT = {"float32": 0, "float64": 1}
-_vmath = []  # [(FUNCTIONS, SOURCE_HASH)] once loaded
+_vmath = []  # [(FUNCTIONS, SOURCE_HASH)] once made
+
+
+def vmath_names():
+    """formula name -> (float32, float64 function name) of kernels/vmath.py (its
+    FUNCTIONS). Known here, with its source hash, so that writing a kernel's source
+    imports neither that module nor Numba (0.15 s): a compiled step's trace asks
+    whether the kernels of its eager ops are in the disk cache."""
+    return {name: (f"{name}_f32", f"{name}_f64") for name in (
+        "exp", "exp2", "expm1", "log", "log2", "log1p",
+        "sin", "cos", "tan", "tanh", "sinh", "cosh", "sigmoid",
+        "asin", "acos", "atan", "atan2", "erf", "fma")}
+
+
+def vmath_source_hash():
+    """The sha256 of kernels/vmath.py (its SOURCE_HASH): generated kernels embed it,
+    so that a disk-cached kernel notices when that module changes."""
+    try:
+        with open(os.path.join(os.path.dirname(__file__), "vmath.py"), "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:  # e.g. only bytecode installed: the version tag of the cache decides
+        return ""
 
 
 def vmath_functions():
@@ -108,29 +130,29 @@ def vmath_functions():
         if os.environ.get("JITGRAD_VMATH", "1") == "0":
             _vmath.append(({}, ""))
         else:
-            from . import vmath  # large: compiled only when a formula needs it
-            _vmath.append((vmath.FUNCTIONS, vmath.SOURCE_HASH))
+            _vmath.append((vmath_names(), vmath_source_hash()))
     return _vmath[0]
 
 
-def _emit(body, rename, call):
+def _emit(n, rename, call):
     """Source for a parsed formula; `call(name, argument sources)` writes function calls.
     Constants become `T(c)` so a float32 kernel stays float32 (Numba would widen
-    `1 - x` with an int literal)."""
-    def emit(n):
-        if isinstance(n, ast.Name):
-            return rename.get(n.id, n.id)
-        if isinstance(n, ast.Constant):
-            return f"T({float(n.value)!r})"
-        if isinstance(n, ast.UnaryOp):
-            return f"(-{emit(n.operand)})" if isinstance(n.op, ast.USub) else emit(n.operand)
-        if isinstance(n, ast.BinOp):
-            return f"({emit(n.left)} {_BINOPS[type(n.op)]} {emit(n.right)})"
-        if isinstance(n, ast.Compare):
-            return f"({emit(n.left)} {_CMPOPS[type(n.ops[0])]} {emit(n.comparators[0])})"
-        return call(n.func.id, [emit(a) for a in n.args])
-
-    return emit(body)
+    `1 - x` with an int literal). (Recursive at module level: a nested function
+    calling itself is a reference cycle, garbage for the collector at each kernel.)"""
+    if isinstance(n, ast.Name):
+        return rename.get(n.id, n.id)
+    if isinstance(n, ast.Constant):
+        return f"T({float(n.value)!r})"
+    if isinstance(n, ast.UnaryOp):
+        inner = _emit(n.operand, rename, call)
+        return f"(-{inner})" if isinstance(n.op, ast.USub) else inner
+    if isinstance(n, ast.BinOp):
+        return (f"({_emit(n.left, rename, call)} {_BINOPS[type(n.op)]} "
+                f"{_emit(n.right, rename, call)})")
+    if isinstance(n, ast.Compare):
+        return (f"({_emit(n.left, rename, call)} {_CMPOPS[type(n.ops[0])]} "
+                f"{_emit(n.comparators[0], rename, call)})")
+    return call(n.func.id, [_emit(a, rename, call) for a in n.args])
 
 
 def to_scalar_code(body, rename=None, dtype=None):

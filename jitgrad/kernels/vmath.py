@@ -38,13 +38,14 @@ exchange in mpmath (`python asv_bench/vmath_accuracy.py --fit` derives them
 again); split constants (ln2, pi/2, 1/ln2 in hi + lo parts) and the table of
 2/pi are computed from their definitions.
 """
-import hashlib
 import math
 
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
+
+from .expr import vmath_names, vmath_source_hash
 
 _JIT = dict(inline="always", nogil=True)
 
@@ -1141,23 +1142,9 @@ def fma_f64(a, b, c):
 # registry
 # ---------------------------------------------------------------------------
 
-FUNCTIONS = {name: (f"{name}_f32", f"{name}_f64") for name in (
-    "exp", "exp2", "expm1", "log", "log2", "log1p",
-    "sin", "cos", "tan", "tanh", "sinh", "cosh", "sigmoid",
-    "asin", "acos", "atan", "atan2", "erf", "fma")}
+FUNCTIONS = vmath_names()
 """formula name -> (float32 function name, float64 function name) in this module."""
 
 ARITY = {name: {"atan2": 2, "fma": 3}.get(name, 1) for name in FUNCTIONS}
 
-
-def _source_hash():
-    try:
-        with open(__file__, "rb") as f:
-            return hashlib.sha256(f.read()).hexdigest()
-    except OSError:                         # e.g. only bytecode installed
-        import inspect
-        import sys
-        return hashlib.sha256(inspect.getsource(sys.modules[__name__]).encode()).hexdigest()
-
-
-SOURCE_HASH = _source_hash()
+SOURCE_HASH = vmath_source_hash()

@@ -96,6 +96,25 @@ def test_a_trace_that_raises_gives_the_collector_back(no_build_running):
     assert gc.isenabled()
 
 
+def test_what_a_pause_made_is_old_when_it_ends(no_build_running):
+    """The objects made while paused are not walked by the next young collection."""
+    with program.paused_gc():
+        made = [[i] for i in range(20000)]
+    oldest = {id(o) for o in gc.get_objects(generation=2)}
+    assert all(id(m) in oldest for m in made) and gc.get_freeze_count() == 0
+
+
+def test_a_pause_leaves_the_callers_frozen_objects_frozen(no_build_running):
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with program.paused_gc():
+            [[i] for i in range(100)]
+        assert gc.get_freeze_count() == frozen and gc.isenabled()
+    finally:
+        gc.unfreeze()
+
+
 def test_overlapping_pauses_turn_the_collector_on_when_the_last_one_ends(no_build_running):
     """A trace in one thread and a lowering in another may overlap in any order."""
     first, second = program.paused_gc(), program.paused_gc()

@@ -1,6 +1,7 @@
 """The scalar tape executor (jitgrad/compiler/scalar.py): compiled steps on small
 tensors give eager mode's values and gradients, the tape really runs them, and
 a second process loads its interpreter from the disk cache."""
+import gc
 import os
 import subprocess
 import sys
@@ -411,6 +412,39 @@ def test_building_a_program_compiles_nothing():
         prog.build()
         assert jitgrad.compile_stats()["kernels_compiled"] == before
         assert prog.forward_tape.describe() == {scalar.NAME: (1, len(prog.instrs))}
+
+
+def test_a_program_without_a_run_to_lower_does_not_load_the_interpreter(monkeypatch):
+    """Loading it (0.04 s from the disk cache) waits for a run of MIN_RUN instructions."""
+    monkeypatch.setattr(scalar, "_interp", [])
+    x = jitgrad.tensor(np.linspace(-1, 1, 8, dtype=np.float32))
+    prog = jitgrad.compile.explain(lambda x: x * 2, x).program
+    prog.build()
+    assert prog.forward_tape.describe() == {"python": (1, 1)} and scalar._interp == []
+    prog = jitgrad.compile.explain(lambda x: (x * 2).sin(), x).program
+    prog.build()
+    assert prog.forward_tape.describe() == {scalar.NAME: (1, 2)} and len(scalar._interp) == 1
+
+
+def test_tracing_and_lowering_leave_no_garbage_cycles():
+    """A trace and a lowering are freed as they end (paused_gc then ages what they
+    made without a collection: a cycle left behind would wait for a full one)."""
+    x = jitgrad.tensor(np.linspace(-1, 1, 100, dtype=np.float32), requires_grad=True)
+    f = jitgrad.compile(w7(40), mode="max-autotune")  # (the tapes are built in the call)
+    f(x)
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        f = jitgrad.compile(w7(40), mode="max-autotune")
+        y = f(x)  # alive, as the trace's weak references to it
+        del f
+        gc.collect()
+        assert y.shape == ()
+        left = [type(o).__name__ for o in gc.garbage]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert left == []
 
 
 SAMPLED = sorted(n for n in FUNCTIONS if n in scalar._RULES or n in scalar._MOVES)

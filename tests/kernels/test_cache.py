@@ -63,6 +63,23 @@ def test_second_process_loads_every_kernel_from_disk(tmp_path):
     assert g1 == g2 and warned == 0
 
 
+def test_kernel_modules_keep_their_bytecode_checked_against_the_source(tmp_path, monkeypatch):
+    """A second process reads each kernel module's bytecode instead of compiling its
+    source again, even where Python writes no bytecode of its own."""
+    import importlib.util
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    run_fresh(tmp_path)
+    sources = sorted(tmp_path.glob("*.py"))
+    assert sources
+    for py in sources:
+        pyc = importlib.util.cache_from_source(str(py))
+        with open(pyc, "rb") as f:
+            header = f.read(16)
+        assert int.from_bytes(header[4:8], "little") == 3  # hash-based, checked
+    compiled, hits, _, _, _ = run_fresh(tmp_path)
+    assert compiled == 0 and hits == len(sources)
+
+
 @pytest.mark.parametrize("damage", [
     pytest.param(lambda f: f.write_bytes(b"\x00garbage"), id="garbage-everywhere"),
     pytest.param(lambda f: f.write_bytes(b"\xff\xfe\x80 not utf-8 \xc3\x28"), id="invalid-utf8"),
@@ -161,8 +178,10 @@ LIGHT_SCRIPT = textwrap.dedent("""
     out = np.empty_like(x)
     cache.load("cache_test_light", SOURCE)(x.size, x, out)
     s = cache.compile_stats()
-    # numba.cpython.printimpl is imported by Numba's full compiler set-up only
+    # numba.cpython.printimpl is imported by Numba's full compiler set-up only, and
+    # numba.np.arraymath before it (where scipy.linalg is kept out)
     print(s["kernels_compiled"], s["disk_hits"], "numba.cpython.printimpl" in sys.modules,
+          "numba.np.arraymath" in sys.modules, "scipy.linalg" in sys.modules,
           np.allclose(out, np.tanh(x) * 2, rtol=1e-15, atol=0))
 """)
 
@@ -174,8 +193,8 @@ def test_a_kernel_on_disk_loads_without_the_full_compiler_set_up(tmp_path):
                          JITGRAD_CACHE_DIR=str(tmp_path))
         assert r.returncode == 0, r.stderr[-3000:]
         runs.append(r.stdout.split())
-    assert runs[0] == ["1", "0", "True", "True"]  # compiling needs the full set-up
-    assert runs[1] == ["0", "1", "False", "True"]
+    assert runs[0] == ["1", "0", "True", "True", "False", "True"]  # compiling: the full set-up
+    assert runs[1] == ["0", "1", "False", "False", "False", "True"]
 
 
 def test_a_failed_light_load_is_not_taken_for_a_bad_entry(tmp_path, monkeypatch):

@@ -407,6 +407,27 @@ def test_import_compiles_nothing():
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
 
 
+def test_writing_a_kernel_that_calls_vmath_imports_neither_it_nor_numba():
+    """The source of a kernel (and whether the disk cache holds it) is known without
+    Numba's 0.15 s import: a compiled step's trace asks it of its eager ops."""
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(vmath.__file__))))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    code = ("import sys\n"
+            "from jitgrad.kernels import expr, source\n"
+            "code = expr.to_scalar_code(expr.parse('exp(x) + tanh(x)', ('x',))[0], dtype='float32')\n"
+            "assert '_vm.exp_f32(x)' in code and '_vm.tanh_f32(x)' in code, code\n"
+            "head = source.header(code)\n"
+            "assert not {'numba', 'jitgrad.kernels.vmath'} & set(sys.modules), head\n"
+            "from jitgrad.kernels import vmath\n"
+            "assert (vmath.FUNCTIONS, vmath.SOURCE_HASH) == expr.vmath_functions()\n"
+            "assert vmath.SOURCE_HASH in head\n")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_other_argument_types_are_cast_first():
     """A float64 (or int) argument of a _f32 function is rounded to float32 first,
     instead of feeding float64 bits to the float32 bit tricks."""
