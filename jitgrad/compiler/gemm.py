@@ -1,0 +1,58 @@
+"""Matrix products of a compiled program, cut in blocks on jitgrad's threads.
+
+numpy's BLAS (OpenBLAS in the PyPI wheels) spreads one product over threads of
+its own, which meet by spinning several times per product. Where another
+process holds a core, each meeting waits until the scheduler gives the
+descheduled thread a turn: on 2 cores with one of them busy, W3's five large
+products took 44-100 ms (median) on OpenBLAS's two threads against 9-10 ms in
+blocks here, and 4.4 ms both ways on free cores. So a large product is cut
+into blocks of its result's rows (or columns), each one single-threaded BLAS
+call (numpy releases the GIL), taken in turn by the caller and jitgrad's
+worker threads (kernels/threads.py), which sleep between products. As BLAS's
+own results between thread counts, the blocks' may differ from the whole
+product's in the last bits (BLAS has kernels of its own for small blocks).
+"""
+import functools
+
+import numpy as np
+
+from ..kernels import threads
+
+# A block does at least this many multiply-adds (some 20 us on one core): below that
+# the hand-off between threads costs more than the block.
+MIN_BLOCK = 1 << 21
+# Block edges on multiples of this many rows or columns: whole cache lines of float32,
+# and whole register tiles of BLAS's kernels.
+ALIGN = 16
+BLAS_TYPES = "fdFD"
+
+
+def matmul(a, b, out=None):
+    """`a @ b` for 2-D numpy arrays, into `out` (a new C-ordered array if None)."""
+    if out is None:
+        out = np.empty((a.shape[0], b.shape[1]), np.result_type(a, b))
+    if out.dtype.char not in BLAS_TYPES or not threads.blas_controllable():
+        return np.matmul(a, b, out=out)  # BLAS with its own threads (or no BLAS at all)
+    (m, k), n = a.shape, b.shape[1]
+    blocks = min(2 * threads.get_num_threads(), m * n * k // MIN_BLOCK)
+    with threads.one_blas_thread():
+        if blocks < 2:
+            np.matmul(a, b, out=out)
+        else:
+            threads.run_tasks(_blocks(a, b, out, blocks))
+    return out
+
+
+def _blocks(a, b, out, blocks):
+    """Tasks computing `out = a @ b` in about `blocks` blocks of the larger of its
+    two dimensions (each block reads all of the other operand: the smaller one)."""
+    m, n = out.shape
+    size = max(m, n)
+    step = -(-size // blocks)
+    step = -(-step // ALIGN) * ALIGN
+    mm = np.matmul
+    if m >= n:
+        return [functools.partial(mm, a[s:s + step], b, out=out[s:s + step])
+                for s in range(0, size, step)]
+    return [functools.partial(mm, a, b[:, s:s + step], out=out[:, s:s + step])
+            for s in range(0, size, step)]
