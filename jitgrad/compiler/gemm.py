@@ -29,23 +29,35 @@ BLAS_TYPES = "fdFD"
 
 def matmul(a, b, out=None):
     """`a @ b` for 2-D numpy arrays, into `out` (a new C-ordered array if None)."""
-    if out is None:
-        out = np.empty((a.shape[0], b.shape[1]), np.result_type(a, b))
-    if out.dtype.char not in BLAS_TYPES or not threads.blas_controllable():
-        return np.matmul(a, b, out=out)  # BLAS with its own threads (or no BLAS at all)
-    (m, k), n = a.shape, b.shape[1]
-    blocks = min(2 * threads.get_num_threads(), m * n * k // MIN_BLOCK)
+    return matmul_many([(a, b, out)])[0]
+
+
+def matmul_many(products):
+    """[a @ b for each (a, b, out) of `products`], independent products of 2-D
+    arrays, each into its `out` (a new C-ordered array if None): their blocks are
+    one batch, shared out by the size of each product."""
+    outs = [np.empty((a.shape[0], b.shape[1]), np.result_type(a, b)) if out is None else out
+            for a, b, out in products]
+    if any(out.dtype.char not in BLAS_TYPES for out in outs) or not threads.blas_controllable():
+        for (a, b, _), out in zip(products, outs):
+            np.matmul(a, b, out=out)  # BLAS with its own threads (or no BLAS at all)
+        return outs
+    sizes = [a.shape[0] * a.shape[1] * b.shape[1] for a, b, _ in products]
+    blocks = min(2 * threads.get_num_threads(), sum(sizes) // MIN_BLOCK)
     with threads.one_blas_thread():
         if blocks < 2:
-            np.matmul(a, b, out=out)
+            for (a, b, _), out in zip(products, outs):
+                np.matmul(a, b, out=out)
         else:
-            threads.run_tasks(_blocks(a, b, out, blocks))
-    return out
+            threads.run_tasks([task for (a, b, _), out, size in zip(products, outs, sizes)
+                               for task in _blocks(a, b, out, -(-blocks * size // sum(sizes)))])
+    return outs
 
 
 def _blocks(a, b, out, blocks):
     """Tasks computing `out = a @ b` in about `blocks` blocks of the larger of its
-    two dimensions (each block reads all of the other operand: the smaller one)."""
+    two dimensions (each block reads all of the other operand: the smaller one),
+    or one task."""
     m, n = out.shape
     size = max(m, n)
     step = -(-size // blocks)

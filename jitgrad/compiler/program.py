@@ -22,7 +22,7 @@ from ..kernels.cache import background_compilation
 from ..ops.record import FunctionNode, node_class, record
 from ..tensor import Tensor
 from .deferred import Deferred
-from .gemm import matmul
+from .gemm import matmul, matmul_many
 from .names import PURE
 
 
@@ -278,34 +278,84 @@ def _owned_gradients(meta, instrs, keep, taken):
     return out
 
 
-def _transposed_product(meta, ins, readers, keep):
-    """A step for product `ins` (see _products) if its 2-D result is only read
-    transposed (a linear layer's weight gradient, (x^T g)^T), else None. It writes
-    the product through the transpose of a C-ordered buffer, so the transposed
-    result the rest of the program reads (and .grad copies, in the weight's C
-    order) is C-ordered: the same products, without a strided copy."""
+def _read_transposed(meta, ins, readers, keep):
+    """Whether the 2-D result of product `ins` (see _products) is only read
+    transposed (a linear layer's weight gradient, (x^T g)^T)."""
     out = ins.outs
     if ins.fn is not _product or int(out) in keep:
-        return None
+        return False
     m = meta[out]
     if len(m.shape) != 2 or m.dtype.kind != "f":
-        return None
+        return False
     last = None
     for r in readers.get(int(out), ()):
         if _gives_back(r, meta):
             continue
         if last is not None or not _swaps(r, meta) or r.outs == out:
-            return None
+            return False
         last = r
-    if last is None:
-        return None
+    return last is not None
+
+
+def _operands(meta, ins, readers, keep):
+    """read(env) -> (a, b, out) for the 2-D product `ins`: its operands, and the
+    array to write: the transpose of a new C-ordered buffer where the result is
+    only read transposed, so that the transposed result the rest of the program
+    reads (and .grad takes, in the weight's C order) is C-ordered, else None."""
     x, y, x_t, y_t = int(ins.args[0]), int(ins.args[1]), ins.args[2], ins.args[3]
-    shape, dtype = m.shape[::-1], m.dtype
+    shape, dtype = meta[ins.outs].shape[::-1], meta[ins.outs].dtype
+    buffered = _read_transposed(meta, ins, readers, keep)
+
+    def read(env):
+        a, b = env[x]._data, env[y]._data
+        return (a.T if x_t else a, b.T if y_t else b,
+                np.empty(shape, dtype).T if buffered else None)
+    return read
+
+
+def _transposed_product(meta, ins, readers, keep):
+    """A step for product `ins` if its 2-D result is only read transposed (see
+    _operands), else None: the same product, without a strided copy."""
+    if not _read_transposed(meta, ins, readers, keep):
+        return None
+    read, out = _operands(meta, ins, readers, keep), ins.outs
 
     def step(env):
-        buf = np.empty(shape, dtype)
-        a, b = env[x]._data, env[y]._data
-        env[out] = Tensor(matmul(a.T if x_t else a, b.T if y_t else b, buf.T))
+        env[out] = Tensor(matmul(*read(env)))
+    return step
+
+
+def _matrix_product(meta, ins):
+    """Whether `ins` is a product (see _products) of two 2-D tensors."""
+    return ins.fn is _product and len(meta[ins.args[0]].shape) == 2 == len(meta[ins.args[1]].shape)
+
+
+def _partner(meta, instrs, i, skip, taken):
+    """The index of a product that can run beside product i (a layer's two
+    gradients, g W and x^T g, as one batch of blocks): the next instruction that
+    runs, past sum_to_size calls giving i's result back (they run after the two),
+    if it is a 2-D product that does not read i's result; else None."""
+    out = instrs[i].outs
+    for j in range(i + 1, len(instrs)):
+        ins = instrs[j]
+        if j in skip:
+            continue  # not run
+        if j in taken:
+            return None
+        if _gives_back(ins, meta) and ins.outs == out:
+            continue
+        return j if _matrix_product(meta, ins) and out not in ins.reads() else None
+    return None
+
+
+def _paired_products(meta, first, second, readers, keep):
+    """A step running products `first` and `second` (see _partner) as one call."""
+    reads = [_operands(meta, ins, readers, keep) for ins in (first, second)]
+    outs = first.outs, second.outs
+
+    def step(env):
+        for out, result in zip(outs, matmul_many([read(env) for read in reads])):
+            env[out] = Tensor(result)
     return step
 
 
@@ -385,30 +435,37 @@ class Tape:
             for ins in instrs:
                 for r in dict.fromkeys(int(r) for r in ins.reads()):
                     readers.setdefault(r, []).append(ins)
+        paired = set()  # products run beside an earlier one
         i = 0
         while i < len(instrs):
             seg = taken.get(i)
             if seg is not None:
-                steps.append((seg.run, i, seg.stop))
+                steps.append((seg.run, range(i, seg.stop)))
                 i = seg.stop
-            else:
-                if i not in self.unused:
-                    steps.append((deferring_step(instrs[i]) if deferring else
-                                  _transposed_product(meta, instrs[i], readers, keep)
-                                  or python_step(instrs[i]), i, i + 1))
-                i += 1
-        for k, (_, a, b) in enumerate(steps):
+                continue
+            ins = instrs[i]
+            j = None if deferring or i in self.unused or i in paired or \
+                not _matrix_product(meta, ins) else _partner(meta, instrs, i, self.unused, taken)
+            if j is not None:
+                paired.add(j)
+                steps.append((_paired_products(meta, ins, instrs[j], readers, keep), (i, j)))
+            elif i not in self.unused and i not in paired:
+                steps.append((deferring_step(ins) if deferring else
+                              _transposed_product(meta, ins, readers, keep)
+                              or python_step(ins), (i,)))
+            i += 1
+        for k, (_, done) in enumerate(steps):
             # A slot a segment makes and reads itself never reaches env: nothing to free.
-            inner = {int(r) for ins in instrs[a:b] for r in ins.writes()} if a in taken else ()
-            for ins in instrs[a:b]:
-                for r in ins.reads():
+            inner = {int(r) for d in done for r in instrs[d].writes()} if done[0] in taken else ()
+            for d in done:
+                for r in instrs[d].reads():
                     if int(r) not in inner:
                         last[int(r)] = k
         free = [[] for _ in steps]
         for s, k in last.items():
             if s not in keep:
                 free[k].append(s)
-        self.steps = [(run, tuple(f)) for (run, _, _), f in zip(steps, free)]
+        self.steps = [(run, tuple(f)) for (run, _), f in zip(steps, free)]
 
     def run(self, env):
         if self.deferring:
@@ -434,7 +491,7 @@ class Tape:
             c[1] += seg.stop - seg.start
             covered += seg.stop - seg.start
         python = len(self.instrs) - covered - len(self.unused)
-        out["python"] = [python, python]
+        out["python"] = [len(self.steps) - len(self.segments), python]  # (two products: one step)
         out["unused (not run)"] = [0, len(self.unused)]
         return {k: tuple(v) for k, v in out.items() if v[1]}
 

@@ -45,6 +45,21 @@ def test_blocks_cover_the_larger_dimension_on_aligned_edges():
     assert all(t.args[0] is a for t in tasks)  # column blocks: each reads all of a
 
 
+def test_independent_products_run_as_one_batch(monkeypatch):
+    rng = np.random.default_rng(5)
+    g, w, x = (rng.standard_normal(s).astype(np.float32) for s in ((256, 512), (512, 384), (256, 300)))
+    batches = []
+    run = threads.run_tasks
+    monkeypatch.setattr(threads, "run_tasks", lambda tasks, n=None: batches.append(len(tasks))
+                        or run(tasks, n))
+    out = np.empty((300, 512), np.float32).T  # a weight gradient's buffer
+    got = gemm.matmul_many([(g, w, None), (g.T, x, out)])
+    assert len(batches) == 1 and batches[0] >= 2 and got[1] is out
+    with threads.one_blas_thread():
+        np.testing.assert_allclose(got[0], g @ w, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got[1], g.T @ x, rtol=1e-5, atol=1e-5)
+
+
 def test_non_blas_dtypes_and_small_products_are_one_call(monkeypatch):
     calls = []
     monkeypatch.setattr(threads, "run_tasks", lambda tasks, n=None: calls.append(len(tasks)))
@@ -103,6 +118,9 @@ def test_weight_gradients_become_grad_without_a_copy():
     calls = [c.cell_contents for run, _ in prog.forward_tape.steps
              for c in getattr(run, "__closure__", None) or () if callable(c.cell_contents)]
     assert calls.count(program._accumulate_owned) == 2  # the weights (large tensors); the biases are sums
+    # each layer's two gradient products, g W and x^T g, run as one step
+    names = [getattr(run, "__qualname__", "") for run, _ in prog.forward_tape.steps]
+    assert sum(n.startswith("_paired_products") for n in names) == 1  # layer 2 (layer 1: x^T g)
     instrs = program._owned_gradients(prog.meta, program._products(prog.meta, prog.instrs, {}),
                                       prog._keep, {})
     owned = [ins for ins in instrs if ins.fn is program._accumulate_owned]
