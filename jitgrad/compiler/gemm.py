@@ -18,9 +18,10 @@ import numpy as np
 
 from ..kernels import threads
 
-# A block does at least this many multiply-adds (some 20 us on one core): below that
-# the hand-off between threads costs more than the block.
-MIN_BLOCK = 1 << 21
+# A block does at least this many multiply-adds (some 80 us on one core): a worker
+# thread starts some 50-80 us after the caller hands it a product (W3's last layer,
+# two products of 2.6M each, took 0.14 ms as two blocks, 0.10 ms on the caller).
+MIN_BLOCK = 1 << 23
 # Block edges on multiples of this many rows or columns: whole cache lines of float32,
 # and whole register tiles of BLAS's kernels.
 ALIGN = 16

@@ -17,7 +17,7 @@ def _operand(rng, shape, transposed, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("m, k, n", [(256, 300, 200), (40, 512, 300), (257, 259, 65)])
+@pytest.mark.parametrize("m, k, n", [(256, 400, 300), (48, 1024, 400), (257, 600, 130)])
 @pytest.mark.parametrize("a_t, b_t, out_f", [(False, False, False), (False, True, False),
                                              (True, False, True), (True, True, True)])
 def test_blocks_give_the_product(dtype, m, k, n, a_t, b_t, out_f):
