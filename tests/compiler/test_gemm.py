@@ -60,6 +60,12 @@ def test_independent_products_run_as_one_batch(monkeypatch):
         np.testing.assert_allclose(got[1], g.T @ x, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("m, k, n", [(0, 4096, 4096), (4096, 0, 4096), (4096, 4096, 0)])
+def test_empty_products(m, k, n):
+    a, b = np.ones((m, k), np.float32), np.ones((k, n), np.float32)
+    np.testing.assert_array_equal(gemm.matmul(a, b), np.zeros((m, n), np.float32))
+
+
 def test_non_blas_dtypes_and_small_products_are_one_call(monkeypatch):
     calls = []
     monkeypatch.setattr(threads, "run_tasks", lambda tasks, n=None: calls.append(len(tasks)))
