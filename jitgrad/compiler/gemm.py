@@ -5,10 +5,11 @@ its own, which meet by spinning several times per product. Where another
 process holds a core, each meeting waits until the scheduler gives the
 descheduled thread a turn: on 2 cores with one of them busy, W3's five large
 products took 44-100 ms (median) on OpenBLAS's two threads against 9-10 ms in
-blocks here, and 4.4 ms both ways on free cores. So a large product is cut
-into blocks of its result's rows (or columns), each one single-threaded BLAS
-call (numpy releases the GIL), taken in turn by the caller and jitgrad's
-worker threads (kernels/threads.py), which sleep between products. As BLAS's
+blocks here (on free cores 4.2-4.5 ms against 4.7-5.0). So a large product is
+cut into one block of its result's rows (or columns) per thread, each one
+single-threaded BLAS call (numpy releases the GIL), taken in turn by the
+caller and jitgrad's worker threads (kernels/threads.py), which sleep between
+products (docs/performance.md, "Threads", has the measurements). As BLAS's
 own results between thread counts, the blocks' may differ from the whole
 product's in the last bits (BLAS has kernels of its own for small blocks).
 """
