@@ -238,6 +238,7 @@ def _gives_back(ins, meta):
     identity the backward of a non-broadcasting op records)."""
     a = ins.args
     return ins.name == "sum_to_size" and type(ins.outs) is Ref and a and ins.outs == a[0] and \
+        meta[ins.outs] is not None and \
         tuple(a[1:]) in ((meta[ins.outs].shape,), meta[ins.outs].shape)
 
 
@@ -430,6 +431,9 @@ class Tape:
         instrs = _owned_gradients(meta, _products(meta, instrs, taken), keep, taken)
         self.unused = unused(instrs, keep, {i for i, seg in taken.items() if i not in seg.skips})
         self.unused -= set(taken)
+        # sum_to_size to a tensor's own shape returns the tensor: its slot already holds it
+        self.unused |= {i for i, ins in enumerate(instrs)
+                        if i not in taken and _gives_back(ins, meta)}
         readers = {}  # (what _transposed_product asks of the products' results)
         if any(ins.fn is _product for ins in instrs):
             for ins in instrs:
