@@ -542,10 +542,11 @@ def _nll_loss_host(x, safe, w, valid, class_dim, reduction):
 
 
 # One NllLossBackward0 node, as torch, so that its gradient can be linked to the input (see
-# _nll_loss_backward); forward AD runs through the ops of the forward (no rule here).
+# _nll_loss_backward); forward AD runs through the tensor ops of the forward (no rule here),
+# which _nll_loss_host leaves out.
 @op("NllLossBackward0", backward=_nll_loss_backward, saves=("self",))
 def _nll_loss(input, safe, w, valid, class_dim, reduction):
-    if type(input._data) is np.ndarray:
+    if type(input._data) is np.ndarray and _state.fw_level[0] is None:
         out = Tensor(_nll_loss_host(input._data, safe._data, w._data, valid._data, class_dim,
                                     reduction))
     else:
