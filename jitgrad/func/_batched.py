@@ -348,7 +348,7 @@ NONOP_RULES = {name: broadcast_rule for name in (
     "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "logical_not", "__and__",
     "__or__", "__xor__", "__rand__", "__ror__", "__rxor__", "__invert__")}
 NONOP_RULES.update(detach=lambda b, x: x.detach(), data=lambda b, x: x.data,
-                   tensor=_loop_rule, as_tensor=_loop_rule, _check_targets=broadcast_rule,
+                   tensor=_loop_rule, as_tensor=_loop_rule, _target_mask=broadcast_rule,
                    bernoulli=_loop_rule, multinomial=_loop_rule, __format__=_loop_rule)
 RANDOM = frozenset(("rand", "randn", "randint", "rand_like", "randn_like", "randint_like",
                     "randperm", "bernoulli", "multinomial", "normal", "_drawn", "uniform_",

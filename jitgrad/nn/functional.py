@@ -477,14 +477,24 @@ def _nll_loss_backward(node, g):
     return (_conv.linked(grad, x, node="NllLossBackwardBackward0"),)
 
 
-@traced  # a jitgrad.compile replay checks each call's targets too
-def _check_targets(target, n_classes, ignore_index):
+@traced  # one step of a jitgrad.compile replay: checks each call's targets, makes the mask
+def _target_mask(target, n_classes, ignore_index, dtype):
+    """(safe, w, valid) for a class-index target, after torch's IndexError for a class
+    out of [0, n_classes): valid marks the entries other than ignore_index, safe is
+    the target with those at class 0 (so that they can be gathered), w is valid in
+    `dtype` (each entry's weight before the class weights)."""
     t = target._data
     if np.logical_and(t != ignore_index, np.logical_or(t < 0, t >= n_classes)).any():
         host = target.cpu()._data
         bad = host[(host != ignore_index) & ((host < 0) | (host >= n_classes))]
         raise IndexError(f"Target {int(bad[0])} is out of bounds (number of classes "
                          f"{n_classes}).")
+    if type(t) is np.ndarray:
+        # numpy's own ops: on a batch of targets, three op dispatches cost more than the work
+        valid = np.asarray(t != ignore_index)  # (an array for a 0-d target too)
+        return Tensor(np.asarray(t * valid)), Tensor(valid.astype(dtype.np)), Tensor(valid)
+    valid = E.ne(target, ignore_index)
+    return target * valid, valid.to(dtype), valid
 
 
 @op(name="nn.functional.nll_loss",
@@ -505,32 +515,48 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
         raise ValueError(f"Expected input batch_size ({input.shape[0] if input.ndim else 1}) to "
                          f"match target batch_size ({target.shape[0] if target.ndim else 1}).")
     class_dim = 1 if input.ndim > 1 else 0
-    _check_targets(target, input.shape[class_dim], ignore_index)
     if weight is not None and weight.requires_grad:
         raise RuntimeError("The function 'nll_loss_forward' is not differentiable with respect to "
                            "argument 'weight'. This input cannot have requires_grad True. Pass "
                            "weight.detach() instead.")
-    # Tensor ops (not numpy), so that a jitgrad.compile trace records how safe and w
-    # come from the target: the backward reads them.
-    valid = E.ne(target, ignore_index)
-    safe = target * valid  # ignored entries gather class 0, then get weight 0
-    w = valid.to(input.dtype)
+    # a recorded call (not numpy on the arrays here), so that a jitgrad.compile trace
+    # records how safe and w come from the target: the backward reads them
+    safe, w, valid = _target_mask(target, input.shape[class_dim], ignore_index, input.dtype)
     if weight is not None:
         w = w * indexing.index_select(weight, 0, safe.reshape(-1)).reshape(safe.shape)
     return _nll_loss(input, safe, w, valid, class_dim, reduction)
 
 
+def _nll_loss_host(x, safe, w, valid, class_dim, reduction):
+    """_nll_loss's value on numpy arrays: the same operations as the tensor ops of its
+    other branch, in the same order and dtypes (so the same bits), without an op
+    dispatch each, which on a batch of losses costs more than the work."""
+    picked = np.take_along_axis(x, np.expand_dims(safe, class_dim), class_dim).squeeze(class_dim)
+    loss = -np.where(valid, picked, 0) * w
+    if reduction == "none":
+        return np.asarray(loss)
+    if reduction == "sum":
+        return np.asarray(loss.sum())
+    with np.errstate(invalid="ignore", divide="ignore"):  # every target ignored: nan, as torch
+        return np.asarray(loss.sum() / w.sum())
+
+
 # One NllLossBackward0 node, as torch, so that its gradient can be linked to the input (see
-# _nll_loss_backward); forward AD runs through the ops of the forward (no rule here).
+# _nll_loss_backward); forward AD runs through the tensor ops of the forward (no rule here),
+# which _nll_loss_host leaves out.
 @op("NllLossBackward0", backward=_nll_loss_backward, saves=("self",))
 def _nll_loss(input, safe, w, valid, class_dim, reduction):
-    with _state.grad_disabled():
-        picked = views.squeeze(indexing.gather(input, class_dim, views.unsqueeze(safe, class_dim)),
-                               class_dim)
-        # ignored entries contribute 0 even where the input there is inf or nan
-        loss = -E.where(valid, picked, 0.0) * w
-        out = (reductions.sum(loss) / reductions.sum(w) if reduction == "mean"
-               else _reduce(loss, reduction))
+    if type(input._data) is np.ndarray and _state.fw_level[0] is None:
+        out = Tensor(_nll_loss_host(input._data, safe._data, w._data, valid._data, class_dim,
+                                    reduction))
+    else:
+        with _state.grad_disabled():
+            picked = views.squeeze(indexing.gather(input, class_dim,
+                                                   views.unsqueeze(safe, class_dim)), class_dim)
+            # ignored entries contribute 0 even where the input there is inf or nan
+            loss = -E.where(valid, picked, 0.0) * w
+            out = (reductions.sum(loss) / reductions.sum(w) if reduction == "mean"
+                   else _reduce(loss, reduction))
     return _nll_loss.op.emit(out, (input,), (class_dim, safe, w, reduction), (input,))
 
 

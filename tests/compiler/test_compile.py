@@ -453,6 +453,29 @@ def test_a_replay_checks_its_inputs_as_eager_does():
     assert loss.traces == 1
 
 
+@pytest.mark.parametrize("opt_name", ["sgd", "sgd_momentum"])
+def test_a_replayed_step_refuses_a_bad_target_before_any_state_changes(opt_name):
+    model_c, model_e = _model(1), _model(1)
+    opt_c, opt_e = (OPTIMIZERS[opt_name](m.parameters()) for m in (model_c, model_e))
+    step = jitgrad.compile(_train_step, mode=MODE)
+    (x, y), (x2, y2) = _batches("bad target", 2)
+    for model, opt, run in ((model_c, opt_c, step), (model_e, opt_e, _train_step)):
+        run(model, opt, x, y)
+        run(model, opt, x, y)  # (the compiled step replays from here on)
+    bad = y2.clone()
+    bad[3] = 5
+    for model, opt, run in ((model_c, opt_c, step), (model_e, opt_e, _train_step)):
+        with pytest.raises(IndexError,
+                           match=r"Target 5 is out of bounds \(number of classes 3\)"):
+            run(model, opt, x2, bad)
+    # raised in the loss, as eager: zero_grad ran, the update did not
+    _assert_same_training_state(model_c, opt_c, model_e, opt_e, "after the refused step")
+    step(model_c, opt_c, x2, y2)
+    _train_step(model_e, opt_e, x2, y2)
+    _assert_same_training_state(model_c, opt_c, model_e, opt_e, "the step after it")
+    assert step.traces == 1
+
+
 def test_double_backward_through_a_replayed_loss_function_is_refused():
     f = jitgrad.compile(lambda x: (x.sin() * x).sum())
     x = jitgrad.tensor([0.5, 1.0], requires_grad=True)

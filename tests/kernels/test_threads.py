@@ -80,3 +80,60 @@ def test_bad_env_is_reported_with_the_fix(monkeypatch):
     monkeypatch.setenv("JITGRAD_NUM_THREADS", "many")
     with pytest.raises(RuntimeError, match="JITGRAD_NUM_THREADS must be a positive integer"):
         threads.pool_size_from_env()
+
+
+# ---- tasks on jitgrad's threads, BLAS at one thread ---------------------------------------------
+
+def test_run_tasks_calls_each_task_once_on_several_threads():
+    import threading
+    import time
+    ran = []
+
+    def task(i):
+        def run():
+            time.sleep(0.005)  # long enough for a worker to take some
+            ran.append((i, threading.get_ident()))
+        return run
+    threads.run_tasks([task(i) for i in range(8)], 2)
+    assert sorted(i for i, _ in ran) == list(range(8))
+    assert len({t for _, t in ran}) == 2
+
+
+def test_run_tasks_on_one_thread_runs_them_in_order_on_the_caller():
+    import threading
+    ran = []
+    threads.run_tasks([lambda i=i: ran.append((i, threading.get_ident())) for i in range(5)], 1)
+    assert ran == [(i, threading.get_ident()) for i in range(5)]
+
+
+def test_a_task_error_reaches_the_caller_after_the_other_tasks():
+    ran = []
+
+    def bad():
+        raise ValueError("task failed")
+    tasks = [lambda: ran.append(0), bad] + [lambda i=i: ran.append(i) for i in range(1, 6)]
+    with pytest.raises(ValueError, match="task failed"):
+        threads.run_tasks(tasks, 2)
+    assert sorted(ran) == list(range(6))
+
+
+def test_a_forked_child_starts_its_own_workers(monkeypatch):
+    monkeypatch.setattr(threads, "_workers", [None, 3, -1])  # a parent's (another pid) threads
+    ran = []
+    threads.run_tasks([lambda i=i: ran.append(i) for i in range(4)], 2)
+    assert sorted(ran) == list(range(4))
+    assert threads._workers[1] >= 1 and threads._workers[2] == os.getpid()
+
+
+def test_one_blas_thread_limits_blas_inside_and_restores_it():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+
+    def counts():
+        return [p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
+    before = counts()
+    with threads.one_blas_thread():
+        assert counts() and set(counts()) == {1}
+        with threads.one_blas_thread():  # nested: still one until the outer one leaves
+            pass
+        assert set(counts()) == {1}
+    assert counts() == before
