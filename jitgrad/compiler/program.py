@@ -235,22 +235,28 @@ def _owned_gradients(meta, instrs, keep, taken):
         for r in ins.writes():
             writers.setdefault(int(r), []).append(i)
 
-    def fresh(slot, user):
-        made = writers.get(slot, ())
-        if slot in keep or not made or made[0] in taken or any(
-                not _gives_back(instrs[j], meta) for j in made[1:]):
-            return False
-        if [j for j in readers[slot] if j not in made[1:]] != [user]:
-            return False
-        first = instrs[made[0]]
-        return first.fn is _product or _swaps(first, meta) and fresh(int(first.args[0]), made[0])
-
     out = list(instrs)
     for i, ins in enumerate(instrs):
         if ins.name == "accumulate_grad" and i not in taken and len(ins.args) == 2 and \
-                not ins.kwargs and type(ins.args[1]) is Ref and fresh(int(ins.args[1]), i):
+                not ins.kwargs and type(ins.args[1]) is Ref and \
+                _fresh(int(ins.args[1]), i, meta, instrs, keep, taken, writers, readers):
             out[i] = Instr(_accumulate_owned, ins.name, ins.args, {}, ins.outs, ins.inplace, None)
     return out
+
+
+def _fresh(slot, user, meta, instrs, keep, taken, writers, readers):
+    """Whether `slot` is a product's result (or a transpose of one, followed back)
+    read by instruction `user` alone. A module function, not a closure calling
+    itself: that would be a reference cycle left for a full collection."""
+    made = writers.get(slot, ())
+    if slot in keep or not made or made[0] in taken or any(
+            not _gives_back(instrs[j], meta) for j in made[1:]):
+        return False
+    if [j for j in readers[slot] if j not in made[1:]] != [user]:
+        return False
+    first = instrs[made[0]]
+    return first.fn is _product or _swaps(first, meta) and _fresh(
+        int(first.args[0]), made[0], meta, instrs, keep, taken, writers, readers)
 
 
 def _read_transposed(meta, ins, readers, keep):

@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 
-from .. import _state, dtypes as _dt
+from .. import _state, backend, dtypes as _dt
 from .._trace import traced
 from ..ops import formulas as E
 from ..ops import indexing, linalg, views
@@ -489,7 +489,7 @@ def _target_mask(target, n_classes, ignore_index, dtype):
         bad = host[(host != ignore_index) & ((host < 0) | (host >= n_classes))]
         raise IndexError(f"Target {int(bad[0])} is out of bounds (number of classes "
                          f"{n_classes}).")
-    if type(t) is np.ndarray:
+    if backend.is_host(t):
         # numpy's own ops: on a batch of targets, three op dispatches cost more than the work
         valid = np.asarray(t != ignore_index)  # (an array for a 0-d target too)
         return Tensor(np.asarray(t * valid)), Tensor(valid.astype(dtype.np)), Tensor(valid)
@@ -546,7 +546,7 @@ def _nll_loss_host(x, safe, w, valid, class_dim, reduction):
 # which _nll_loss_host leaves out.
 @op("NllLossBackward0", backward=_nll_loss_backward, saves=("self",))
 def _nll_loss(input, safe, w, valid, class_dim, reduction):
-    if type(input._data) is np.ndarray and _state.fw_level[0] is None:
+    if backend.is_host(input._data) and _state.fw_level[0] is None:
         out = Tensor(_nll_loss_host(input._data, safe._data, w._data, valid._data, class_dim,
                                     reduction))
     else:
