@@ -32,6 +32,7 @@ from .record import FW, NODE_CLASSES, node_class, saved_attribute
 FORMULA_FUNCTIONS = types.SimpleNamespace()
 _ROLE = {"x": "self", "y": "other", "out": "result"}
 _UNUSUAL, _HOOK_USERS = _state.unusual, _state.saved_hook_users
+_FREED_ONE = (FREED_SAVED,)
 
 
 
@@ -195,7 +196,7 @@ class ElementwiseNode(Node):
     # smaller than kernels/fuse.py FUSE_MIN_ELEMENTS (see _record_elementwise).
     # _saved: per operand None, its Python number, a SavedTensor, or the input Tensor
     # itself (see can_keep_input; one object fewer per saved input while the graph
-    # lives), saved at version _vers[i].
+    # lives), saved at version _vers[i]; _vers is None when no input is kept so.
     __slots__ = ("_op", "_saved", "_vers", "_out", "_kdt", "_mask", "_shape")
 
     def _input_array(self, i):
@@ -274,11 +275,18 @@ class ElementwiseNode(Node):
 
     def _release(self):
         saved = self._saved
+        if self._vers is not None:  # inputs kept themselves: let them go, as release does
+            if len(saved) == 1:
+                self._saved, saved = _FREED_ONE, ()
+            elif len(saved) == 2:  # (no comprehension: it costs more than the rest here)
+                a, b = saved
+                self._saved = (FREED_SAVED if type(a) is Tensor else a,
+                               FREED_SAVED if type(b) is Tensor else b)
+            else:
+                self._saved = tuple([FREED_SAVED if type(v) is Tensor else v for v in saved])
         for s in saved:
             if type(s) is SavedTensor:
                 s.release()
-            elif type(s) is Tensor:  # an input kept itself: let it go, as release does
-                self._saved = tuple(FREED_SAVED if type(v) is Tensor else v for v in saved)
         if self._out is not None:
             self._out.release()
 
@@ -739,17 +747,19 @@ def _record_elementwise(op, operands, out, kdt):
         vers = None
         if saves:
             saved = list(saved)
-            changed = False
+            kept = changed = False
             for i in saves:  # x * x saves x twice: two saved entries, as torch's
                 t = operands[i]
                 if can_keep_input(t):
                     saved[i] = t
+                    kept = True
                     changed = changed or t._vc[0] != 0
                 else:
                     saved[i] = SavedTensor(t)
             saved = tuple(saved)
-            vers = ZEROS[n] if not changed else tuple(
-                t._vc[0] if type(t) is Tensor else 0 for t in saved)
+            if kept:
+                vers = ZEROS[n] if not changed else tuple(
+                    [t._vc[0] if type(t) is Tensor else 0 for t in saved])
     node = cls(nexts, nrs, metas)
     node._op = op
     node._kdt = kdt

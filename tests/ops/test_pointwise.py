@@ -215,3 +215,26 @@ def test_numbers_keep_their_sign_and_value_on_the_small_path(dtype):
     from jitgrad.ops.pointwise import number_array
     shared = number_array(2.0, np.dtype(dtype))
     assert shared is number_array(2.0, np.dtype(dtype)) and not shared.flags.writeable
+
+
+def test_a_saved_input_is_kept_as_the_tensor_and_checked_as_a_saved_tensor():
+    # the node keeps the input itself (no SavedTensor while the graph lives) and
+    # builds one when asked; checks and errors are those of a SavedTensor
+    x = jitgrad.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2
+    z = y.sin()
+    node = z.grad_fn
+    assert node._saved[0] is y
+    raw = node._raw_saved_self
+    assert type(raw) is jitgrad._node.SavedTensor and node._raw_saved_self is raw
+    assert node._saved_self is y
+    v = x * 3
+    u = v.exp() * v  # mul keeps both operands; v changed in place before backward
+    v.mul_(2)
+    with pytest.raises(RuntimeError, match=r"output 0 of MulBackward0, is at version 1; "
+                                           r"expected version 0 instead"):
+        u.sum().backward()
+    z.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.cos(2 * x.detach().numpy()) * 2, rtol=1e-6)
+    with pytest.raises(RuntimeError, match="Trying to backward through the graph a second time"):
+        node._saved_self
