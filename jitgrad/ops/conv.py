@@ -15,9 +15,7 @@ jitgrad's threads. The copies are Numba kernels, with numpy stand-ins for
 the first steps and for devices.
 asv_bench/conv_compare.py measures it against torch.
 """
-import os
 import queue
-from contextlib import nullcontext
 
 import numpy as np
 
@@ -256,23 +254,6 @@ def _product(a, b, out, host):
 # small the threads spend more time meeting than multiplying (measured 2 threads: 10x slower
 # than 1). So the blocks go to jitgrad's threads instead, with BLAS at one thread inside.
 
-_POOL = []  # [ThreadPoolExecutor, ThreadpoolController or None, pid], made on first use
-
-
-def _pool():
-    # a forked child (a DataLoader worker) has the parent's pool object but not its threads
-    if not _POOL or _POOL[2] != os.getpid():
-        # imported here, not with the package: they cost `import jitgrad` 7 ms
-        from concurrent.futures import ThreadPoolExecutor
-        try:
-            from threadpoolctl import ThreadpoolController
-            controller = ThreadpoolController()
-        except ImportError:  # optional: without it BLAS keeps its own threads inside blocks
-            controller = None
-        _POOL[:] = [ThreadPoolExecutor(max(threads.get_num_threads(), 1),
-                                       thread_name_prefix="jitgrad-conv"), controller, os.getpid()]
-    return _POOL[:2]
-
 
 def _over_blocks(c, scratch, step):
     """[step(buffers, block) for each of c.blocks()], in block order, where each thread
@@ -284,7 +265,6 @@ def _over_blocks(c, scratch, step):
     if n <= 1:
         buffers = scratch()
         return [step(buffers, blk) for blk in blocks]
-    pool, controller = _pool()
     todo = queue.SimpleQueue()
     for k, blk in enumerate(blocks):
         todo.put((k, blk))
@@ -299,13 +279,8 @@ def _over_blocks(c, scratch, step):
                 return
             results[k] = step(buffers, blk)
 
-    with (nullcontext() if controller is None else controller.limit(limits=1, user_api="blas")):
-        others = [pool.submit(worker) for _ in range(n - 1)]
-        try:
-            worker()  # the calling thread is one of the n: no hand-off to wait for
-        finally:
-            for done in others:
-                done.result()
+    with threads.one_blas_thread():
+        threads.run_tasks([worker] * n, n)  # one draining worker per thread
     return results
 
 
