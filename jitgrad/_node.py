@@ -3,10 +3,11 @@
 A node's `next_functions` holds one `(node, output_nr)` edge per input, like
 torch's; the node stores them as two parallel tuples, `_next` (the nodes) and
 `_nrs` (the output numbers, shared tuples): no pair object per edge, which a
-graph of many small ops would make the garbage collector count and walk. Nodes hold their saved tensors; tensors hold their `grad_fn`, so
-saving an op's own output must not keep the output Tensor alive (it would
-make a reference cycle): an output is saved as its array plus a version
-counter and rebuilt on unpack.
+graph of many small ops would make the garbage collector count and walk.
+Nodes hold their saved tensors; tensors hold their `grad_fn`, so saving an
+op's own output must not keep the output Tensor alive (it would make a
+reference cycle): an output is saved as its array plus a version counter and
+rebuilt on unpack.
 """
 import os
 import traceback
@@ -235,10 +236,10 @@ def move_retain_grad(t, old, old_nr):
 
 
 # The (shape, dtype, array type) tuples that nodes keep per input, the tuples of them
-# a node keeps, and its output-number tuples: one shared tuple per value: a graph keeps them as long as it
-# lives, and a shared one is no new object for the garbage collector to count (W7 in
-# asv_bench/workloads.py spent a third of its step in collections driven by the
-# graph's objects). Bounded, as the fusion plan cache.
+# a node keeps, and its output-number tuples, one shared tuple per value: a graph keeps
+# them as long as it lives, and a shared one is no new object for the garbage collector
+# to count (W7 in asv_bench/workloads.py spent a third of its step in collections driven
+# by the graph's objects). Bounded, as the fusion plan cache.
 ARRAY_METAS = {}
 
 
@@ -267,10 +268,6 @@ def count_dependencies(roots):
                 else:
                     deps[nxt] = d + 1
     return deps
-
-
-# The edge of an input no gradient flows to.
-NO_EDGE = (None, 0)
 
 
 def next_node(t):

@@ -248,13 +248,11 @@ class FusedGroup:
                 else:  # one value broadcast to every element (e.g. from a sum)
                     gin_kinds.append("s")
                     args.append(kdt.type(g.reshape(-1)[0]))
-            j = -1
-            for s, kind, arg in zip(m._saved, self.kernel_spec[1][k][2], m._op.args):
-                j += 1
+            for j, (s, kind, arg) in enumerate(zip(m._saved, self.kernel_spec[1][k][2],
+                                                   m._op.args)):
                 if kind == "a":
                     want = _BOOL if arg in m._op.bool_args else kdt
-                    d = m._input_array(j) if type(s) is Tensor else s.data(m)
-                    args.append(_flat(d, shape, n, want))
+                    args.append(_flat(m._input_array(j), shape, n, want))
                 elif kind == "s":
                     args.append(kdt.type(s) if not isinstance(s, bool) else s)
             if self.kernel_spec[1][k][3]:

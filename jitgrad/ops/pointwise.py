@@ -200,7 +200,8 @@ class ElementwiseNode(Node):
     __slots__ = ("_op", "_saved", "_vers", "_out", "_kdt", "_mask", "_shape")
 
     def _input_array(self, i):
-        """The array saved for operand i, checked as SavedTensor.data checks it."""
+        """The array saved for operand i (a kept input or a SavedTensor), checked as
+        SavedTensor.data checks it."""
         t = self._saved[i]
         if type(t) is Tensor and t._vc[0] == self._vers[i]:
             if t.grad_fn is not None:
@@ -250,7 +251,7 @@ class ElementwiseNode(Node):
                     for j in idx:
                         v = saved[j]
                         if type(v) is Tensor or type(v) is SavedTensor:
-                            v = self._input_array(j) if type(v) is Tensor else v.data(self)
+                            v = self._input_array(j)
                             if v.dtype != kdt and v.dtype.kind != "b":  # masks stay bool
                                 v = v.astype(kdt)  # e.g. a 0-d operand of another dtype
                         elif type(v) is float or type(v) is int:
@@ -292,9 +293,8 @@ class ElementwiseNode(Node):
 
     def _apply_graph(self, g):
         op = self._op
-        vals = [s.unpack(self) if type(s) is SavedTensor else
-                self._saved_entry(i).unpack(self) if type(s) is Tensor else s
-                for i, s in enumerate(self._saved)]
+        vals = [self._saved_entry(i).unpack(self) if type(s) is Tensor or type(s) is SavedTensor
+                else s for i, s in enumerate(self._saved)]
         out = self._out.unpack(self) if self._out is not None else None
         res = []
         for i in range(len(op.args)):
@@ -662,12 +662,13 @@ def _operand_records(op, operands):
     mask = tensors = 0
     bit = 1
     i = 0
-    nexts, metas = [], []
+    nexts, nrs, metas = [], [], []
     numbers = None
     for v in operands:
         if isinstance(v, Tensor):
             tensors |= bit
             nexts.append(next_node(v))
+            nrs.append(v.output_nr)
             if v._rg and partials[i] is not None:
                 mask |= bit
                 d = v._data
@@ -677,6 +678,7 @@ def _operand_records(op, operands):
                 metas.append(None)
         else:
             nexts.append(None)
+            nrs.append(0)
             metas.append(None)
             if numbers is None:
                 numbers = [None] * op.n_args
@@ -687,10 +689,9 @@ def _operand_records(op, operands):
              _NO_SAVED.get(op.n_args) or _NO_SAVED.setdefault(op.n_args, (None,) * op.n_args))
     # Tuples: the garbage collector stops tracking one that holds no objects (the
     # metadata), and a graph stays in memory.
-    metas = tuple(metas)
-    nrs = output_numbers([v if isinstance(v, Tensor) else None for v in operands])
-    return (tuple(nexts), nrs, ARRAY_METAS.get(metas) or array_meta(metas), saved, mask,
-            tensors)
+    metas, nrs = tuple(metas), tuple(nrs)
+    return (tuple(nexts), ARRAY_METAS.get(nrs) or array_meta(nrs),
+            ARRAY_METAS.get(metas) or array_meta(metas), saved, mask, tensors)
 
 
 def _record_elementwise(op, operands, out, kdt):
