@@ -56,21 +56,21 @@ MAX_CELLS = 1 << 22
 _TABLE_OPS = tuple(REGISTRY[k] for k in sorted(REGISTRY))
 _interp = []  # the interpreter once loaded
 cache.on_clear(_interp.clear)
-_table = []  # its opcode table once made
+_made = []  # (its opcode table, its source) once made
 
 
 def _opcodes():
-    """The interpreter's opcode table: made from the formula table alone (2 ms), so
-    a program lowers without loading the interpreter, which only a segment needs
-    (0.04 s from the disk cache, the first kernel also starting Numba)."""
-    if not _table:
-        _table.append(interp.opcodes(_TABLE_OPS)[0])
-    return _table[0]
+    """The interpreter's opcode table and source: made from the formula table alone
+    (2 ms, once), so a program lowers without loading the interpreter, which only a
+    segment needs (0.04 s from the disk cache, the first kernel also starting Numba)."""
+    if not _made:
+        _made.append(interp.opcodes(_TABLE_OPS))
+    return _made[0]
 
 
 def _interpreter():
     if not _interp:
-        _interp.append(interp.interpreter(_TABLE_OPS)[1])
+        _interp.append(cache.load("scalar_tape", _opcodes()[1]))
     return _interp[0]
 
 
@@ -691,7 +691,7 @@ def scalar_tape(meta, instrs, keep, taken):
             return []
     with paused_gc():
         reads = [[int(r) for r in ins.reads()] for ins in instrs]
-        runs = list(_runs(meta, instrs, keep, taken, reads, skip, _opcodes()))
+        runs = list(_runs(meta, instrs, keep, taken, reads, skip, _opcodes()[0]))
     if runs:
         _interpreter()  # (loaded, or compiled, with the collector on)
     with paused_gc():

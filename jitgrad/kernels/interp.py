@@ -24,7 +24,6 @@ import re
 
 import numpy as np
 
-from . import cache
 from .expr import to_scalar_code
 from .source import header
 
@@ -113,10 +112,3 @@ def opcodes(ops):
               "        _c = u64(_code[_i, 4])\n" + text + "\n"
               "        _i += 1\n")
     return table, source
-
-
-def interpreter(ops):
-    """(opcode table, the compiled interpreter) for `ops`: loaded from the disk
-    cache, or compiled once per cache folder."""
-    table, source = opcodes(ops)
-    return table, cache.load("scalar_tape", source)
