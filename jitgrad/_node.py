@@ -370,6 +370,17 @@ class SavedTensor:
         s._data, s._tensor, s._vc, s._version = t._data, t, t._vc, version
         return s
 
+    @classmethod
+    def of_output(cls, data, vc):
+        """The SavedTensor that saving a fresh output (version 0, requiring grad, no
+        tangent) would have made: for a node that kept only the output's array and
+        version counter (see can_keep_input) and needs the full object."""
+        s = cls.__new__(cls)
+        s._packed = s._mutation = s._fw = s._grad_fn = s._accum = s._tensor = None
+        s._output_nr, s._rg, s._is_output = 0, True, True
+        s._data, s._vc, s._version = data, vc, 0
+        return s
+
     def _apply_contexts(self, t):
         loc = _state.local
         if loc.mutation_ctx is not None:

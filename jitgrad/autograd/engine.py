@@ -26,7 +26,7 @@ from ..ops.convert import to_device
 from ..ops.pointwise import FUSABLE_RECORDED
 from ..ops.views import sum_to_size
 from ..backend import HOST_ARRAY, is_host_type
-from ..tensor import Size, Tensor, device_for, on_device
+from ..tensor import Size, Tensor, device_for, on_device, result_tensor
 
 
 def _make_roots(outputs, grads, who):
@@ -531,7 +531,7 @@ def _position(out, g, in_meta, m):
 
 
 def _sum_arrays(prev, g):
-    """prev + g (an array) as a bare array (a numpy scalar for 0-d operands). prev
+    """prev + g (an array) as a bare array. prev
     is the Tensor that arrived first, which others may hold, or an array made
     here, which only the buffer holds: that one is summed into in place."""
     p = prev._data if type(prev) is Tensor else prev
@@ -540,7 +540,7 @@ def _sum_arrays(prev, g):
         if top is not None and p.dtype == g.dtype:
             s = float(p) + float(g)
             if -top <= s <= top:
-                return g.dtype.type(s)
+                return np.array(s, g.dtype)  # (a 0-d array: it becomes a Tensor as it is)
     token = ERRSTATE.set(QUIET)  # inf + -inf is nan, quietly (as torch)
     try:
         if type(prev) is Tensor:
@@ -563,7 +563,9 @@ _SCALAR_SUM_MAX = {np.dtype(t): float(np.finfo(t).max) for t in (np.float32, np.
 def _as_tensors(grads):
     for k, g in enumerate(grads):
         if g is not None and type(g) is not Tensor:
-            grads[k] = Tensor(g)
+            # np.add gives a numpy scalar for 0-d operands: Tensor() takes that
+            grads[k] = result_tensor(g) if type(g) is HOST_ARRAY and TRACE[0] is None \
+                else Tensor(g)
 
 
 def _tensor_pre_hooks(node, grads):

@@ -256,7 +256,7 @@ class FusedGroup:
                 elif kind == "s":
                     args.append(kdt.type(s) if not isinstance(s, bool) else s)
             if self.kernel_spec[1][k][3]:
-                args.append(_flat(m._out.data(m), shape, n, kdt))
+                args.append(_flat(m._out_array(), shape, n, kdt))
         ref = backend.first_device_array(args[1:])
         if ref is None:  # host arrays
             outs = [_empty(n, kdt) for _ in self.slot_meta]

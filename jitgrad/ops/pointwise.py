@@ -197,7 +197,9 @@ class ElementwiseNode(Node):
     # _saved: per operand None, its Python number, a SavedTensor, or the input Tensor
     # itself (see can_keep_input; one object fewer per saved input while the graph
     # lives), saved at version _vers[i]; _vers is None when no input is kept so.
-    __slots__ = ("_op", "_saved", "_vers", "_out", "_kdt", "_mask", "_shape")
+    # _out: the saved result, None, a SavedTensor, or (as kept inputs) the result's
+    # array itself, saved at version 0 of the version counter in _out_vc.
+    __slots__ = ("_op", "_saved", "_vers", "_out", "_out_vc", "_kdt", "_mask", "_shape")
 
     def _input_array(self, i):
         """The array saved for operand i (a kept input or a SavedTensor), checked as
@@ -223,6 +225,20 @@ class ElementwiseNode(Node):
             self._saved = tuple(saved)
         return s
 
+    def _out_array(self):
+        """The saved result's array, checked as SavedTensor.data checks it."""
+        o = self._out
+        if type(o) is not SavedTensor and self._out_vc[0] == 0:
+            return o
+        return self._out_entry().data(self)
+
+    def _out_entry(self):
+        """The saved result as a SavedTensor (None if none): a kept array becomes one."""
+        o = self._out
+        if o is not None and type(o) is not SavedTensor:
+            o = self._out = SavedTensor.of_output(o, self._out_vc)
+        return o
+
     def apply(self, grads):
         g = grads[0]
         op = self._op
@@ -232,7 +248,7 @@ class ElementwiseNode(Node):
             return self._apply_graph(g)
         kdt = self._kdt
         garr = g._data
-        if garr.dtype != kdt:
+        if garr.dtype is not kdt and garr.dtype != kdt:
             garr = garr.astype(kdt)
         res = [None] * op.n_args
         inputs = op._backward_inputs.get(self._mask) or op.backward_inputs(self._mask)
@@ -251,14 +267,18 @@ class ElementwiseNode(Node):
                     for j in idx:
                         v = saved[j]
                         if type(v) is Tensor or type(v) is SavedTensor:
-                            v = self._input_array(j)
-                            if v.dtype != kdt and v.dtype.kind != "b":  # masks stay bool
+                            if type(v) is Tensor and v.grad_fn is not None and (
+                                    v._vc[0] == self._vers[j]):
+                                v = v._data  # _input_array's commonest case, inline
+                            else:
+                                v = self._input_array(j)
+                            if v.dtype is not kdt and v.dtype != kdt and v.dtype.kind != "b":
                                 v = v.astype(kdt)  # e.g. a 0-d operand of another dtype
                         elif type(v) is float or type(v) is int:
                             v = number_array(v, kdt)
                         args.append(v)
                     if uses_out:
-                        v = self._out.data(self)
+                        v = self._out_array()
                         args.append(v if v.dtype == kdt else v.astype(kdt))  # float16 out
                     r = fn(*args, out=...) if type(fn) is ARRAY_OUT_UFUNC else fn(*args)
                 elif c == 1 and garr is g._data:
@@ -288,14 +308,19 @@ class ElementwiseNode(Node):
         for s in saved:
             if type(s) is SavedTensor:
                 s.release()
-        if self._out is not None:
-            self._out.release()
+        o = self._out
+        if o is not None:
+            if type(o) is SavedTensor:
+                o.release()
+            else:
+                self._out = FREED_SAVED
 
     def _apply_graph(self, g):
         op = self._op
         vals = [self._saved_entry(i).unpack(self) if type(s) is Tensor or type(s) is SavedTensor
                 else s for i, s in enumerate(self._saved)]
-        out = self._out.unpack(self) if self._out is not None else None
+        out = self._out_entry()
+        out = out.unpack(self) if out is not None else None
         res = []
         for i in range(len(op.args)):
             if not self._mask >> i & 1:
@@ -309,7 +334,7 @@ class ElementwiseNode(Node):
         return res
 
     def _saved_tensors(self):
-        return [s for s in (*self._saved, self._out) if type(s) is SavedTensor]
+        return [s for s in (*self._saved, self._out_entry()) if type(s) is SavedTensor]
 
     @property
     def next_functions(self):
@@ -326,7 +351,7 @@ class ElementwiseNode(Node):
         saved = self._saved
         if name.startswith(("_saved_", "_raw_saved_")):
             saved = tuple(self._saved_entry(i) for i in range(len(saved)))
-        return saved_attribute(self, name, names, saved + (self._out,))
+        return saved_attribute(self, name, names, saved + (self._out_entry(),))
 
 
 def _broadcast_error(op, operands):
@@ -778,4 +803,9 @@ def _record_elementwise(op, operands, out, kdt):
         node._shape = None
     out.grad_fn = node
     out._rg = True
-    node._out = SavedTensor(out, True) if need_out else None
+    if not need_out:
+        node._out = None
+    elif not _UNUSUAL and not _HOOK_USERS[0] and out._fw is None:  # can_keep_input(out)
+        node._out, node._out_vc = r, out._vc  # (the result's array, at version 0)
+    else:
+        node._out = SavedTensor(out, True)

@@ -238,3 +238,29 @@ def test_a_saved_input_is_kept_as_the_tensor_and_checked_as_a_saved_tensor():
     np.testing.assert_allclose(x.grad.numpy(), np.cos(2 * x.detach().numpy()) * 2, rtol=1e-6)
     with pytest.raises(RuntimeError, match="Trying to backward through the graph a second time"):
         node._saved_self
+
+
+@pytest.mark.skipif(torch is None, reason="needs torch")
+def test_a_saved_result_is_kept_as_its_array_and_checked_as_a_saved_tensor():
+    # exp saves its result: the node keeps the array and version counter (no
+    # SavedTensor while the graph lives) and builds one when asked, with torch's errors
+    for lib in (jitgrad, torch):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        y = x.exp()
+        if lib is jitgrad:
+            assert type(y.grad_fn._out) is np.ndarray and y.grad_fn._out is y._data
+        y.mul_(2)
+        with pytest.raises(RuntimeError, match=r"output 0 of Exp(Backward0)?, is at version 1; "
+                                               r"expected version 0 instead"):
+            y.sum().backward()
+        y = x.exp()
+        node = y.grad_fn
+        np.testing.assert_allclose(node._saved_result.detach().numpy(), np.exp([1.0, 2.0]), rtol=1e-6)
+        assert node._saved_result.grad_fn is node
+        (g,) = lib.autograd.grad(y.sum(), x, create_graph=True)  # double backward unpacks it
+        (gg,) = lib.autograd.grad(g.sum(), x)
+        np.testing.assert_allclose(gg.numpy(), np.exp([1.0, 2.0]), rtol=1e-6)
+        y = x.exp()
+        y.sum().backward()
+        with pytest.raises(RuntimeError, match="Trying to backward through the graph a second time"):
+            y.grad_fn._saved_result
