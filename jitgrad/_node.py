@@ -100,6 +100,9 @@ class Node:
         self._metadata = self._out_meta = None
         self._anomaly = AnomalyRecord() if _UNUSUAL and _state.local.anomaly else None
 
+    # Whether the engine may call apply_arrays (gradients as bare arrays) instead of apply
+    takes_arrays = False
+
     def name(self):
         return type(self).__name__
 

@@ -329,6 +329,7 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
     # (`sums` lists the nodes whose buffers hold one; they become Tensors when the
     # node runs).
     tensor_sums = create_graph or _state.fw_level[0] is not None
+    bare = not tensor_sums  # nodes that take them pass gradients on as bare arrays
     sums = set()
     prev_grad_mode = local.grad_enabled
     local.grad_enabled = create_graph
@@ -367,58 +368,71 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                 grads = buffers.pop(node, None)
                 if grads is None:
                     grads = []
-                elif sums and node in sums:
-                    _as_tensors(grads)
-                if watched or hooked and (
-                        node._tensor_hooks is not None or node._retain is not None
-                        or node._pre_hooks is not None or node._hooks is not None):
-                    if task is None:
-                        task = _Pass(needed, capture, captured, accumulate_nodes, targets,
-                                     accumulate_into, prof, anomaly, create_graph, retain_graph,
-                                     sums)
-                    out = _run_watched(node, grads, task)
-                    if out is None:
-                        continue
-                elif type(node) is AccumulateGrad:
-                    # unwatched (a pass with capture or accumulate_nodes has targets), and
-                    # the node has no hooks: only the leaf's own tensor hooks may see it
-                    if node.variable._hooks:
-                        _run_accumulate(node, grads, create_graph, node in sums)
-                    else:
-                        _accumulate(node.variable, grads[0] if grads else None, create_graph,
-                                    node in sums)
-                    continue
-                else:
-                    for g in grads:
-                        if g is not None:
-                            out = node.apply(grads)
-                            break
-                    else:
-                        out = [None] * len(node._next)  # no gradient arrived: none leaves, as torch
+                plain = not watched and not (hooked and (
+                    node._tensor_hooks is not None or node._retain is not None
+                    or node._pre_hooks is not None or node._hooks is not None))
+                if plain and bare and node.takes_arrays:  # gradients in and out stay arrays
+                    out = node.apply_arrays(grads) if grads else [None] * len(node._next)
                     if not retain_graph:
                         node._release()
+                else:
+                    if sums and node in sums:
+                        _as_tensors(grads)
+                    if not plain:
+                        if task is None:
+                            task = _Pass(needed, capture, captured, accumulate_nodes, targets,
+                                         accumulate_into, prof, anomaly, create_graph,
+                                         retain_graph, sums)
+                        out = _run_watched(node, grads, task)
+                        if out is None:
+                            continue
+                    elif type(node) is AccumulateGrad:
+                        # unwatched (a pass with capture or accumulate_nodes has targets),
+                        # no hooks on the node: only the leaf's own tensor hooks may see it
+                        if node.variable._hooks:
+                            _run_accumulate(node, grads, create_graph, node in sums)
+                        else:
+                            _accumulate(node.variable, grads[0] if grads else None,
+                                        create_graph, node in sums)
+                        continue
+                    else:
+                        for g in grads:
+                            if g is not None:
+                                out = node.apply(grads)
+                                break
+                        else:  # no gradient arrived: none leaves, as torch
+                            out = [None] * len(node._next)
+                        if not retain_graph:
+                            node._release()
                 nexts, nrs, in_meta = node._next, node._nrs, node._in_meta
             for nxt, nr, g, m in zip(nexts, nrs, out, in_meta):
                 if nxt is None:
                     continue
                 if g is not None:
-                    d = g._data
+                    # g: a Tensor, or an array only the engine holds (apply_arrays)
+                    d = g._data if type(g) is Tensor else g
                     if m is not None and (d.shape != m[0] or type(d) is not m[2] or (
                             d.dtype is not m[1] and d.dtype != m[1])):
-                        g = _fit(node, _position(out, g, in_meta, m), g, m)
+                        at = _position(out, g, in_meta, m)
+                        g = _fit(node, at, g if type(g) is Tensor else _wrap(g), m)
+                        d = g._data
                     buf = buffers.get(nxt)
                     if buf is None:
                         buffers[nxt] = [g] if nr == 0 else [None] * nr + [g]
+                        if g is d:
+                            sums.add(nxt)
                     else:
                         if len(buf) <= nr:
                             buf.extend([None] * (nr + 1 - len(buf)))
                         prev = buf[nr]
                         if prev is None:
                             buf[nr] = g
+                            if g is d:
+                                sums.add(nxt)
                         elif tensor_sums:
                             buf[nr] = _add(prev, g)
                         else:
-                            buf[nr] = _sum_arrays(prev, g._data)
+                            buf[nr] = _sum_arrays(prev, d)
                             sums.add(nxt)
                 if owner is not None and nxt in owner:
                     group = owner[nxt]
@@ -564,8 +578,12 @@ def _as_tensors(grads):
     for k, g in enumerate(grads):
         if g is not None and type(g) is not Tensor:
             # np.add gives a numpy scalar for 0-d operands: Tensor() takes that
-            grads[k] = result_tensor(g) if type(g) is HOST_ARRAY and TRACE[0] is None \
-                else Tensor(g)
+            grads[k] = _wrap(g)
+
+
+def _wrap(g):
+    """A bare gradient as a Tensor: an array, or a numpy scalar (np.add of 0-d arrays)."""
+    return result_tensor(g) if type(g) is HOST_ARRAY and TRACE[0] is None else Tensor(g)
 
 
 def _tensor_pre_hooks(node, grads):

@@ -241,18 +241,34 @@ class ElementwiseNode(Node):
 
     def apply(self, grads):
         g = grads[0]
+        if g is None:
+            return (None,) * self._op.n_args
+        if _state.local.grad_enabled or FW[0] is not None:
+            return self._apply_graph(g)
+        return [r if r is None or type(r) is Tensor else _wrap(r) for r in self.apply_arrays(grads)]
+
+    # The engine calls apply_arrays instead of apply in a backward pass that records
+    # nothing (no create_graph, no forward AD) for a node without hooks.
+    takes_arrays = True
+
+    def apply_arrays(self, grads):
+        """apply's gradients in a pass that records nothing, without making a Tensor of
+        each: the incoming gradient may be a bare array, and each outgoing one is a
+        new array (only the engine holds it, so it may sum into it in place or make it
+        a leaf's .grad) or the incoming gradient passed on; that goes on as a Tensor
+        unless it goes to one input only, so no two buffers hold one bare array."""
+        g = grads[0]
         op = self._op
         if g is None:
             return (None,) * op.n_args
-        if _state.local.grad_enabled or FW[0] is not None:
-            return self._apply_graph(g)
         kdt = self._kdt
-        garr = g._data
-        if garr.dtype is not kdt and garr.dtype != kdt:
-            garr = garr.astype(kdt)
+        came = g._data if type(g) is Tensor else g
+        garr = came if came.dtype is kdt or came.dtype == kdt else came.astype(kdt)
         res = [None] * op.n_args
         inputs = op._backward_inputs.get(self._mask) or op.backward_inputs(self._mask)
-        if op.unit_partials and garr is g._data:
+        if type(g) is not Tensor and len(inputs) > 1:
+            g = _wrap(g)
+        if op.unit_partials and garr is came:
             for i, _ in inputs:  # add: each input gets g as it came (as torch's AddBackward0)
                 res[i] = g
             return res
@@ -281,15 +297,14 @@ class ElementwiseNode(Node):
                         v = self._out_array()
                         args.append(v if v.dtype == kdt else v.astype(kdt))  # float16 out
                     r = fn(*args, out=...) if type(fn) is ARRAY_OUT_UFUNC else fn(*args)
-                elif c == 1 and garr is g._data:
-                    res[i] = g  # passed through as it came (torch's AddBackward0 does too)
+                elif c == 1:
+                    # as it came (torch's AddBackward0 passes it on too), or converted: one
+                    # array that other inputs may get as well, so a Tensor
+                    res[i] = g if garr is came else _wrap(garr)
                     continue
                 else:
-                    r = (garr if c == 1 else -garr if c == -1 else np.zeros_like(garr) if c == 0
-                         else garr * kdt.type(c))
-                if type(r) is not HOST_ARRAY:
-                    r = asarray(r)  # a 0-d result is a numpy scalar
-                res[i] = result_tensor(r) if TRACE[0] is None else Tensor(r)
+                    r = -garr if c == -1 else np.zeros_like(garr) if c == 0 else garr * kdt.type(c)
+                res[i] = r if type(r) is HOST_ARRAY else asarray(r)  # 0-d: a numpy scalar
         finally:
             ERRSTATE.reset(token)
         return res
@@ -352,6 +367,11 @@ class ElementwiseNode(Node):
         if name.startswith(("_saved_", "_raw_saved_")):
             saved = tuple(self._saved_entry(i) for i in range(len(saved)))
         return saved_attribute(self, name, names, saved + (self._out_entry(),))
+
+
+def _wrap(r):
+    """A gradient array as a Tensor (under a jitgrad.compile trace, one the tracer sees)."""
+    return result_tensor(r) if TRACE[0] is None else Tensor(r)
 
 
 def _broadcast_error(op, operands):

@@ -177,6 +177,45 @@ def test_gradients_that_meet_at_a_leaf_accumulate_into_one_grad(lib, shape):
     close(first, np.full(shape, 9.0))
 
 
+def test_elementwise_gradients_pass_between_nodes_as_arrays(monkeypatch):
+    # In a pass that records nothing, elementwise nodes hand each other bare arrays
+    # (apply_arrays), and apply, which makes Tensors, does not run at all.
+    from jitgrad.ops.pointwise import ElementwiseNode
+    x = jitgrad.tensor([0.5, 1.5], requires_grad=True)
+    loss = x.sin().exp().tanh().sum()
+    def apply(node, grads):
+        raise AssertionError("the engine called apply, not apply_arrays")
+    monkeypatch.setattr(ElementwiseNode, "apply", apply)
+    seen = []
+    real = ElementwiseNode.apply_arrays
+    monkeypatch.setattr(ElementwiseNode, "apply_arrays",
+                        lambda node, grads: seen.append([type(g) for g in grads]) or real(node, grads))
+    loss.backward()
+    assert len(seen) == 3 and seen[1:] == [[np.ndarray], [np.ndarray]]  # after tanh: arrays
+    s = np.sin([0.5, 1.5]).astype(np.float32)
+    expected = (1 - np.tanh(np.exp(s)) ** 2) * np.exp(s) * np.cos(np.float32([0.5, 1.5]))
+    np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-5)
+
+
+def test_one_gradient_array_passed_to_two_inputs_is_not_shared(lib):
+    # add passes its gradient to both inputs, and x * 1.0's backward gives it on as it
+    # came: each leaf's .grad is its own, accumulating in place on the next pass
+    a, b = T(lib, [1.0, 2.0]), T(lib, [3.0, 4.0])
+    for _ in range(2):
+        (a + b).exp().sum().backward()
+    close(a.grad, 2 * np.exp([4.0, 6.0]))
+    close(b.grad, 2 * np.exp([4.0, 6.0]))
+    c = T(lib, [1.0, 2.0])
+    for _ in range(2):
+        (c + c).exp().sum().backward()
+    close(c.grad, 4 * np.exp([2.0, 4.0]))
+    d, e = T(lib, [1.0, 2.0]), T(lib, [3.0, 4.0])
+    for _ in range(2):
+        (d * 1.0 - e).exp().sum().backward()
+    close(d.grad, 2 * np.exp([-2.0, -2.0]))
+    close(e.grad, -2 * np.exp([-2.0, -2.0]))
+
+
 @pytest.mark.parametrize("a, b", [(1.0, 2.0 ** -24 + 2.0 ** -47), (3e38, 3e38), (1e-45, 1e-45),
                                   (float("inf"), float("-inf"))])
 def test_zero_dim_gradients_that_meet_sum_as_their_dtype_does(lib, a, b):
