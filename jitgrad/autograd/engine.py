@@ -26,7 +26,7 @@ from ..ops.convert import to_device
 from ..ops.pointwise import FUSABLE_RECORDED
 from ..ops.views import sum_to_size
 from ..backend import HOST_ARRAY, is_host_type
-from ..tensor import Size, Tensor, device_for, on_device, result_tensor
+from ..tensor import Size, Tensor, asarray, device_for, on_device, result_tensor
 
 
 def _make_roots(outputs, grads, who):
@@ -329,7 +329,9 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
     # (`sums` lists the nodes whose buffers hold one; they become Tensors when the
     # node runs).
     tensor_sums = create_graph or _state.fw_level[0] is not None
-    bare = not tensor_sums  # nodes that take them pass gradients on as bare arrays
+    # Nodes that take them pass gradients on as bare arrays, outside a jitgrad.compile
+    # trace (which sees each gradient Tensor made)
+    bare = not tensor_sums and TRACE[0] is None
     sums = set()
     prev_grad_mode = local.grad_enabled
     local.grad_enabled = create_graph
@@ -545,9 +547,9 @@ def _position(out, g, in_meta, m):
 
 
 def _sum_arrays(prev, g):
-    """prev + g (an array) as a bare array. prev
-    is the Tensor that arrived first, which others may hold, or an array made
-    here, which only the buffer holds: that one is summed into in place."""
+    """prev + g (an array) as a bare array. prev is the Tensor that arrived first,
+    which others may hold, or a bare array, which only the buffer holds (a sum made
+    here, or a node's apply_arrays result): that one is summed into in place."""
     p = prev._data if type(prev) is Tensor else prev
     if not g.shape and type(g) is HOST_ARRAY and not p.shape:
         top = _SCALAR_SUM_MAX.get(g.dtype)
@@ -557,13 +559,12 @@ def _sum_arrays(prev, g):
                 return np.array(s, g.dtype)  # (a 0-d array: it becomes a Tensor as it is)
     token = ERRSTATE.set(QUIET)  # inf + -inf is nan, quietly (as torch)
     try:
-        if type(prev) is Tensor:
-            return np.add(p, g)
         if type(prev) is HOST_ARRAY and prev.shape == g.shape and prev.dtype == g.dtype:
             return np.add(prev, g, prev)  # (out= by position: numpy parses no keyword)
-        return np.add(prev, g)
+        r = np.add(p, g)
     finally:
         ERRSTATE.reset(token)
+    return r if type(r) is HOST_ARRAY else asarray(r)  # (0-d operands give a numpy scalar)
 
 
 # 0-d sums (many small ops' gradients meeting) in Python floats, numpy's dispatch
@@ -577,13 +578,12 @@ _SCALAR_SUM_MAX = {np.dtype(t): float(np.finfo(t).max) for t in (np.float32, np.
 def _as_tensors(grads):
     for k, g in enumerate(grads):
         if g is not None and type(g) is not Tensor:
-            # np.add gives a numpy scalar for 0-d operands: Tensor() takes that
             grads[k] = _wrap(g)
 
 
 def _wrap(g):
-    """A bare gradient as a Tensor: an array, or a numpy scalar (np.add of 0-d arrays)."""
-    return result_tensor(g) if type(g) is HOST_ARRAY and TRACE[0] is None else Tensor(g)
+    """A bare gradient (an array) as a Tensor."""
+    return result_tensor(g) if TRACE[0] is None else Tensor(g)
 
 
 def _tensor_pre_hooks(node, grads):

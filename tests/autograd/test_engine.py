@@ -216,6 +216,17 @@ def test_one_gradient_array_passed_to_two_inputs_is_not_shared(lib):
     close(e.grad, -2 * np.exp([-2.0, -2.0]))
 
 
+@pytest.mark.parametrize("first", ["tensor", "array"])
+def test_gradients_summed_bare_are_arrays_also_when_not_finite(first):
+    # a bare gradient goes on to other nodes and may become a .grad: a 0-d sum past the
+    # float fast path (inf + -inf) is a 0-d array too, never a numpy scalar
+    from jitgrad.autograd.engine import _sum_arrays
+    prev = np.array(np.inf, np.float32)
+    r = _sum_arrays(jitgrad.tensor(prev) if first == "tensor" else prev,
+                    np.array(-np.inf, np.float32))
+    assert type(r) is np.ndarray and r.shape == () and r.dtype == np.float32 and np.isnan(r)
+
+
 @pytest.mark.parametrize("a, b", [(1.0, 2.0 ** -24 + 2.0 ** -47), (3e38, 3e38), (1e-45, 1e-45),
                                   (float("inf"), float("-inf"))])
 def test_zero_dim_gradients_that_meet_sum_as_their_dtype_does(lib, a, b):
