@@ -67,12 +67,14 @@ class Instr:
     # each for its slots many times (every executor, the unused and freeing passes).
     def reads(self):
         """The slots the call reads (Refs, in argument order, repeats kept)."""
-        if self._reads is None:
+        found = self._reads
+        if found is None:
             found = []
             _collect_refs(self.args, found)
-            _collect_refs(self.kwargs, found)
-            self._reads = tuple(found)
-        return self._reads
+            if self.kwargs:
+                _collect_refs(self.kwargs, found)
+            found = self._reads = tuple(found)
+        return found
 
     def writes(self):
         """The slots the call writes."""
@@ -408,14 +410,19 @@ class Tape:
 
     def _steps(self, meta, instrs, keep, taken, deferring):
         steps, last = [], {}
-        instrs = _owned_gradients(meta, _products(meta, instrs, taken), keep, taken)
-        self.unused = unused(instrs, keep, {i for i, seg in taken.items() if i not in seg.skips})
-        self.unused -= set(taken)
+        # What the passes below change is in no segment: a program the executors took
+        # whole (W7's, 8,600 instructions) needs none of them.
+        free = [i for i in range(len(instrs)) if i not in taken]
+        if any(instrs[i].name in _MATMULS for i in free):
+            instrs = _products(meta, instrs, taken)
+        if any(instrs[i].name == "accumulate_grad" for i in free):
+            instrs = _owned_gradients(meta, instrs, keep, taken)
+        self.unused = unused(instrs, keep, {i for i, seg in taken.items() if i not in seg.skips}) \
+            - set(taken) if free else set()
         # sum_to_size to a tensor's own shape returns the tensor: its slot already holds it
-        self.unused |= {i for i, ins in enumerate(instrs)
-                        if i not in taken and _gives_back(ins, meta)}
+        self.unused |= {i for i in free if _gives_back(instrs[i], meta)}
         readers = {}  # (what _transposed_product asks of the products' results)
-        if any(ins.fn is _product for ins in instrs):
+        if any(instrs[i].fn is _product for i in free):
             for ins in instrs:
                 for r in dict.fromkeys(int(r) for r in ins.reads()):
                     readers.setdefault(r, []).append(ins)
