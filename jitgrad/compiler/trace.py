@@ -127,11 +127,15 @@ class Tracer:
         key = id(obj)
         if key not in self.watch:
             try:
-                self.watch[key] = weakref.ref(obj, lambda _, key=key: self._forget(key))
+                ref = _Watch(obj, self._forget)
             except TypeError:  # an array type without weak references: held
                 self.held.append(obj)
+                return
+            ref.key = key
+            self.watch[key] = ref
 
-    def _forget(self, key):
+    def _forget(self, ref):
+        key = ref.key
         self.watch.pop(key, None)
         self.born_ids.discard(key)
         self.slot_of.pop(key, None)
@@ -146,18 +150,20 @@ class Tracer:
     def obj(self, slot):
         """The object of a slot, or None if it was made during the trace and is gone."""
         t = self.tensors[slot]
-        return t() if type(t) is weakref.ref else t
+        return t() if type(t) is _Watch else t
 
     # ---- slots ------------------------------------------------------------------------
     def _new_slot(self, obj, rg):
         slot = len(self.meta)
-        self.slot_of[id(obj)] = slot
-        self.tensors.append(self.watch.get(id(obj), obj))
+        key = id(obj)
+        self.slot_of[key] = slot
+        held = self.watch.get(key, obj)
+        self.tensors.append(held)
         if isinstance(obj, Tensor):
             d = obj._data
             if id(d) not in self.by_array:
                 self.by_array[id(d)] = slot
-                if type(self.tensors[-1]) is weakref.ref:
+                if held is not obj:
                     self._watch(d)
             self.meta.append(SlotMeta(d.shape, d.dtype, type(d), rg))
             self.versions.append(obj._vc[0])
@@ -223,11 +229,17 @@ class Tracer:
             return Ref(self.slot_of[id(v)])
         if isinstance(v, (list, tuple)):
             # (an op's arguments: most items are tensors or plain values, done here)
-            items = [self._ref(x) if isinstance(x, Tensor) else
-                     self._refs(x) if isinstance(x, (list, tuple, np.ndarray)) else x
-                     for x in v]
-            if any(type(x) is Ref or type(x) in (list, tuple) for x in items):
-                return list(items) if type(v) is list else tuple(items)  # a namedtuple: plain
+            items, nested = [], False
+            for x in v:
+                if isinstance(x, Tensor):
+                    x = self._ref(x)
+                    nested = True
+                elif isinstance(x, (list, tuple, np.ndarray)):
+                    x = self._refs(x)
+                    nested = nested or type(x) is Ref or type(x) is list or type(x) is tuple
+                items.append(x)
+            if nested:
+                return items if type(v) is list else tuple(items)  # a namedtuple: plain
             return v
         return v
 
@@ -331,8 +343,15 @@ class Tracer:
         derivatives of a create_graph=False call."""
         if self.nograd_region:
             return False
-        refs = list(iter_refs(rargs)) + list(iter_refs(tuple(rkw.values())))
-        return not refs or any(self.meta[r].rg for r in refs if self.meta[r] is not None)
+        refs = iter_refs(rargs)
+        if rkw:
+            refs += iter_refs(tuple(rkw.values()))
+        meta = self.meta
+        for r in refs:
+            m = meta[r]
+            if m is not None and m.rg:
+                return True
+        return not refs
 
     def graph_break(self, reason):
         where = user_frame()
@@ -492,6 +511,12 @@ class _Untraceable(Exception):
     pass
 
 
+class _Watch(weakref.ref):
+    """A weak reference to an object made during the trace, knowing the id its
+    object had (the tracer forgets that id when the object dies)."""
+    __slots__ = ("key",)
+
+
 # The recorded calls on a tensor's .grad: the getter, backward()'s accumulation (both
 # depend on what is there) and the setter (after which nothing does).
 _GRAD_EFFECTS = ("grad", "accumulate_grad", "set_grad")
@@ -520,11 +545,13 @@ def _drop_graph(out, args):
     the engine evaluates it with Tensor ops (so that they are recorded), but nothing
     differentiates it again, and its nodes would keep every intermediate of the
     backward pass alive until the trace ends."""
-    old = {id(a) for a in _flat_outputs(args)}
-    for t in _flat_outputs(out):
-        if isinstance(t, Tensor) and t.grad_fn is not None and t._base is None and \
-                id(t) not in old:
-            t.grad_fn, t._rg = None, False
+    old = None  # (the ids of the arguments, made only for a result with a graph)
+    for t in (out,) if isinstance(out, Tensor) else _flat_outputs(out):
+        if isinstance(t, Tensor) and t.grad_fn is not None and t._base is None:
+            if old is None:
+                old = {id(a) for a in _flat_outputs(args)}
+            if id(t) not in old:
+                t.grad_fn, t._rg = None, False
 
 
 def _flat_outputs(v):
