@@ -55,13 +55,14 @@ class SlotMeta:
 class Instr:
     """One recorded call. `op`: the ElementwiseOp of an elementwise call (whose
     args then start with the op itself), else None; `name`: the op or method
-    name; `outs`: a Ref, a tuple/list of them, or a constant (None)."""
+    name; `outs`: a Ref, a tuple/list of them, or a constant (None); `reads`: what
+    reads() returns, where the maker knows it."""
     __slots__ = ("fn", "name", "args", "kwargs", "outs", "inplace", "op", "_reads", "_writes")
 
-    def __init__(self, fn, name, args, kwargs, outs, inplace, op):
+    def __init__(self, fn, name, args, kwargs, outs, inplace, op, reads=None):
         self.fn, self.name, self.args, self.kwargs = fn, name, args, kwargs
         self.outs, self.inplace, self.op = outs, inplace, op
-        self._reads = self._writes = None
+        self._reads, self._writes = reads, None
 
     # An instruction is not changed once made, and building a program's tapes asks
     # each for its slots many times (every executor, the unused and freeing passes).
@@ -78,11 +79,11 @@ class Instr:
 
     def writes(self):
         """The slots the call writes."""
-        if self._writes is None:
-            found = []
-            _collect_refs(self.outs, found)
-            self._writes = tuple(found)
-        return self._writes
+        found = self._writes
+        if found is None:
+            outs = self.outs
+            found = self._writes = (outs,) if type(outs) is Ref else tuple(iter_refs(outs))
+        return found
 
     def __repr__(self):
         args = ", ".join(repr(a) for a in (self.args[1:] if self.op is not None else self.args))
@@ -446,12 +447,12 @@ class Tape:
                               or python_step(ins), (i,)))
             i += 1
         for k, (_, done) in enumerate(steps):
-            # A slot a segment makes and reads itself never reaches env: nothing to free.
-            inner = {int(r) for d in done for r in instrs[d].writes()} if done[0] in taken else ()
-            for d in done:
-                for r in instrs[d].reads():
-                    if int(r) not in inner:
-                        last[int(r)] = k
+            read = set().union(*[instrs[d].reads() for d in done])
+            if done[0] in taken:
+                # A slot a segment makes and reads itself never reaches env: nothing to free.
+                read.difference_update(*[instrs[d].writes() for d in done])
+            for r in read:
+                last[int(r)] = k
         free = [[] for _ in steps]
         for s, k in last.items():
             if s not in keep:

@@ -78,9 +78,11 @@ class Tracer:
         # Tensors made during the trace are held weakly, so that the trace frees what
         # eager mode frees; an id is forgotten when its object dies (ids are reused).
         self.slot_of = {}       # id(object) -> slot
-        self.by_array = {}      # id(array) -> the first slot holding that very array
-        self.watch = {}         # id(tensor or array made during the trace) -> weak ref
-        self.held = []
+        # id(array) -> (weak ref to it, the first slot holding that very array); an entry
+        # whose array died stays (see _array_slot)
+        self.by_array = {}
+        self.watch = {}         # id(tensor made during the trace) -> weak ref
+        self.held = []          # arrays without weak references
         self.born_ids = set()   # ids of tensors made during the trace
         self.meta = []          # per slot: SlotMeta (None for a non-tensor input)
         self.versions = []      # per slot: the tensor's version when last recorded
@@ -108,8 +110,11 @@ class Tracer:
 
     def born(self, t):
         """Tensor.__init__ reports each tensor made while the trace runs."""
-        self.born_ids.add(id(t))
-        self._watch(t)
+        key = id(t)
+        self.born_ids.add(key)
+        if key not in self.watch:
+            ref = self.watch[key] = _Watch(t, self._forget)
+            ref.key = key
 
     def read_shape(self, t):
         """A size of `t` read as a Python number: where user code first read one of a
@@ -123,23 +128,19 @@ class Tracer:
             if f is not None and not _ours(f):  # read by the user's code, not jitgrad's
                 self.shape_read = _line(f)
 
-    def _watch(self, obj):
-        key = id(obj)
-        if key not in self.watch:
-            try:
-                ref = _Watch(obj, self._forget)
-            except TypeError:  # an array type without weak references: held
-                self.held.append(obj)
-                return
-            ref.key = key
-            self.watch[key] = ref
-
     def _forget(self, ref):
         key = ref.key
         self.watch.pop(key, None)
         self.born_ids.discard(key)
         self.slot_of.pop(key, None)
-        self.by_array.pop(key, None)
+
+    def _array_slot(self, d):
+        """The first slot holding array `d`, or None. (Arrays are not watched, as tensors
+        are: an entry is checked to be `d` itself, not a dead array whose id `d` took.)"""
+        entry = self.by_array.get(id(d))
+        if entry is None or entry[0] is not None and entry[0]() is not d:
+            return None
+        return entry[1]
 
     def close(self):
         """Drop the weak references once the trace is over: each one's callback holds
@@ -157,14 +158,16 @@ class Tracer:
         slot = len(self.meta)
         key = id(obj)
         self.slot_of[key] = slot
-        held = self.watch.get(key, obj)
-        self.tensors.append(held)
+        self.tensors.append(self.watch.get(key, obj))
         if isinstance(obj, Tensor):
             d = obj._data
-            if id(d) not in self.by_array:
-                self.by_array[id(d)] = slot
-                if held is not obj:
-                    self._watch(d)
+            if self._array_slot(d) is None:
+                try:
+                    ref = weakref.ref(d)
+                except TypeError:
+                    self.held.append(d)
+                    ref = None
+                self.by_array[id(d)] = (ref, slot)
             self.meta.append(SlotMeta(d.shape, d.dtype, type(d), rg))
             self.versions.append(obj._vc[0])
             self.counters.append(obj._vc)
@@ -207,7 +210,7 @@ class Tracer:
         if slot is None and id(t) in self.born_ids:
             # A new Tensor over a traced tensor's very array (a saved tensor unpacked for
             # the backward pass) is that tensor's value: same slot.
-            slot = self.by_array.get(id(t._data))
+            slot = self._array_slot(t._data)
             if slot is not None and self.counters[slot][0] == t._vc[0]:
                 self.slot_of[id(t)] = slot
             else:
@@ -222,20 +225,27 @@ class Tracer:
             raise _Untraceable("a tensor changed in place by a call the tracer does not record")
         return Ref(slot)
 
-    def _refs(self, v):
+    def _refs(self, v, found):
+        """`v` with a Ref in place of each tensor (and traced array), in nested lists and
+        tuples; the Refs are appended to `found` in the order iter_refs gives them."""
         if isinstance(v, Tensor):
-            return self._ref(v)
+            r = self._ref(v)
+            found.append(r)
+            return r
         if type(v) is np.ndarray and id(v) in self.slot_of:
-            return Ref(self.slot_of[id(v)])
+            r = Ref(self.slot_of[id(v)])
+            found.append(r)
+            return r
         if isinstance(v, (list, tuple)):
             # (an op's arguments: most items are tensors or plain values, done here)
             items, nested = [], False
             for x in v:
                 if isinstance(x, Tensor):
                     x = self._ref(x)
+                    found.append(x)
                     nested = True
                 elif isinstance(x, (list, tuple, np.ndarray)):
-                    x = self._refs(x)
+                    x = self._refs(x, found)
                     nested = nested or type(x) is Ref or type(x) is list or type(x) is tuple
                 items.append(x)
             if nested:
@@ -266,8 +276,9 @@ class Tracer:
             self.graph_break(mode)
             return fn(*args, **kwargs)
         try:
-            rargs = self._refs(args)
-            rkw = {k: self._refs(v) for k, v in kwargs.items()}
+            reads = []  # (the instruction's reads(), known now)
+            rargs = self._refs(args, reads)
+            rkw = {k: self._refs(v, reads) for k, v in kwargs.items()} if kwargs else {}
         except _Untraceable as e:
             self.graph_break(f"{name}: reads {e}")
             return fn(*args, **kwargs)
@@ -280,7 +291,7 @@ class Tracer:
             if len(self.instrs) > n + 1 or not self.recording():
                 return out
             if len(self.instrs) == n + 1:
-                self._name_single_call(fn, name, rargs, rkw, out)
+                self._name_single_call(fn, name, rargs, rkw, reads, out)
                 return out
         else:
             self.depth += 1
@@ -298,10 +309,10 @@ class Tracer:
                     self.versions[s] = vc[0]
             outs = rargs[0] if out is target else self._outputs(out, True)
         else:
-            outs = self._outputs(out, self._rg_of(rargs, rkw))
+            outs = self._outputs(out, self._rg_of(reads))
             if self.nograd_region and self.in_engine:
                 _drop_graph(out, args)
-        self.instrs.append(Instr(fn, name, tuple(rargs), rkw, outs, inplace, op))
+        self.instrs.append(Instr(fn, name, tuple(rargs), rkw, outs, inplace, op, tuple(reads)))
         return out
 
     def _quietly(self, fn, *args):
@@ -318,7 +329,7 @@ class Tracer:
         if self.deferred.recipes:
             self._quietly(self.deferred.fill)
 
-    def _name_single_call(self, fn, name, rargs, rkw, out):
+    def _name_single_call(self, fn, name, rargs, rkw, reads, out):
         """A composite op that made its whole result with one other declared op
         (amax -> _extreme, mm -> matmul) is recorded as itself, the name executors know;
         an elementwise op stays as it is (executors fuse it by its formula)."""
@@ -329,7 +340,7 @@ class Tracer:
                 for t in _flat_outputs(out)]
         if made != [int(r) for r in iter_refs(ins.outs)]:
             return
-        self.instrs[-1] = Instr(fn, name, tuple(rargs), rkw, ins.outs, False, None)
+        self.instrs[-1] = Instr(fn, name, tuple(rargs), rkw, ins.outs, False, None, tuple(reads))
 
     def elementwise(self, call, op, operands, out_arr):
         if out_arr is not None:
@@ -337,15 +348,12 @@ class Tracer:
             return call(op, *operands, out_arr=out_arr)
         return self.call(call, op.name, (op,) + tuple(operands), {}, op=op)
 
-    def _rg_of(self, rargs, rkw):
-        """Whether an op's results require grad in eager mode: some tensor input does
-        (or it has none: a factory's requires_grad= says), and we are not computing the
-        derivatives of a create_graph=False call."""
+    def _rg_of(self, refs):
+        """Whether the results of an op reading slots `refs` require grad in eager mode:
+        some tensor input does (or it has none: a factory's requires_grad= says), and we
+        are not computing the derivatives of a create_graph=False call."""
         if self.nograd_region:
             return False
-        refs = iter_refs(rargs)
-        if rkw:
-            refs += iter_refs(tuple(rkw.values()))
         meta = self.meta
         for r in refs:
             m = meta[r]
