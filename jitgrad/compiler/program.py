@@ -8,6 +8,7 @@ tensor was. The program runs its instructions in order with grad mode off
 reader. Executors (compiler/executors.py) may take over runs of
 instructions and run them as compiled code; the rest run here, in Python.
 """
+import math
 import threading
 import warnings
 
@@ -36,17 +37,11 @@ class Ref(int):
 class SlotMeta:
     """What the trace saw in a tensor slot: shape, numpy dtype, array type (the
     device), and whether eager mode would have it require grad."""
-    __slots__ = ("shape", "dtype", "array_type", "rg")
+    __slots__ = ("shape", "dtype", "array_type", "rg", "size")
 
     def __init__(self, shape, dtype, array_type, rg):
         self.shape, self.dtype, self.array_type, self.rg = shape, dtype, array_type, rg
-
-    @property
-    def size(self):
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        self.size = math.prod(shape)  # (asked of every slot by each executor)
 
     def __repr__(self):
         return f"{self.dtype}{list(self.shape)}"

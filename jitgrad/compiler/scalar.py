@@ -295,11 +295,12 @@ class _Lowering:
     def formula(self, op, operands, m):
         """Cells of `op` applied to operands (Refs or Python numbers), whose eager
         result has SlotMeta `m`."""
+        arena = self.arena
         kinds = []  # per operand: (dtype, whether it has dims), or the scalar's type
         for v in operands:
             t = type(v)
             if t is Ref:
-                vm = self.arena_meta(v)
+                vm = arena.get(v) or self.arena_meta(v)
                 kinds.append((vm.dtype, vm.shape != ()))
             elif t is float or t is int or t is bool:
                 kinds.append(t)
@@ -323,9 +324,12 @@ class _Lowering:
             code = self.opcode(op.name, kdt)
         if not m.shape:  # 0-d operands and result (most rows of graphs of 0-d tensors)
             row = [code, 0]
+            loc = self.loc
             for a, v in zip(op.args, operands):
                 if type(v) is Ref:
-                    c = self.cells(v)
+                    c = loc.get(v)
+                    if c is None:
+                        c = self.cells(v)
                     if c.shape:
                         raise _Unsupported("broadcast shape")
                     row.append(c.item())
