@@ -74,6 +74,14 @@ def _interpreter():
     return _interp[0]
 
 
+def _entry_point(kernel):
+    """The compiled function of `kernel`'s one signature, called without the
+    dispatcher, which types the six arguments of each call (the first call of a
+    process: 10 ms): a run passes arrays it made with exactly those types."""
+    overloads = getattr(kernel, "overloads", {})  # (not a dispatcher: without Numba's JIT)
+    return next(iter(overloads.values())).entry_point if len(overloads) == 1 else kernel
+
+
 class _Unsupported(Exception):
     """An instruction this executor does not lower: the Python tier runs it."""
 
@@ -826,7 +834,7 @@ class _Compiled:
         for key, cell in low.consts.items():
             self.arena[cell] = np.frombuffer(key, dtype=np.float64)[0]
         self.inputs = [(s, first, low.meta[s].shape) for s, first in low.inputs]
-        self.kernel = _interpreter()
+        self.kernel = _entry_point(_interpreter())
         self.pool = []
 
     def _state(self):
