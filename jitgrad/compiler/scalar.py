@@ -181,8 +181,12 @@ class _Lowering:
             rows[:, 0] = opcode
             rows[:, 1] = out.reshape(-1)
             for j, c in enumerate(cols):
-                rows[:, 2 + j] = c.reshape(-1) if c.shape == shape else \
-                    np.broadcast_to(c, shape).reshape(-1)
+                if c.shape == shape:
+                    rows[:, 2 + j] = c.reshape(-1)
+                elif c.size == 1:  # (a reduction's result against its input)
+                    rows[:, 2 + j] = c.item()
+                else:
+                    rows[:, 2 + j] = np.broadcast_to(c, shape).reshape(-1)
             self.rows.append(rows)
         return out
 
@@ -381,7 +385,7 @@ class _Lowering:
 
     # -- composite rows --
     def binary(self, name, dtype, a, b):
-        return self.apply(self.opcode(name, dtype), np.broadcast_shapes(a.shape, b.shape), a, b)
+        return self.apply(self.opcode(name, dtype), _broadcast(a.shape, b.shape), a, b)
 
     def unary(self, name, dtype, a):
         return self.apply(self.opcode(name, dtype), a.shape, a)
@@ -397,7 +401,8 @@ class _Lowering:
         if n == 0:
             return self.const(0.0, shape)  # the sum of nothing (other reductions refuse it)
         table = np.transpose(cells, kept + list(axes)).reshape(-1, n)
-        cols = [table[:, j] for j in range(n)]
+        # (one result, most often: its rows are made from 0-d cells, without arrays)
+        cols = list(table[0]) if len(table) == 1 else [table[:, j] for j in range(n)]
         code = self.opcode(name, dtype)
 
         def add(a, b):
@@ -410,6 +415,22 @@ class _Lowering:
             for c in cols[1:]:
                 acc = add(acc, c)
         return acc.reshape(shape)
+
+
+def _broadcast(a, b):
+    """np.broadcast_shapes(a, b) (ValueError where they do not broadcast), for the
+    short shapes of small tensors without numpy's general machinery."""
+    if a == b:
+        return a
+    if len(a) < len(b):
+        a, b = b, a
+    b = (1,) * (len(a) - len(b)) + b
+    out = []
+    for x, y in zip(a, b):
+        if x != y and y != 1 and x != 1:
+            raise ValueError(f"shapes {a} and {b} do not broadcast")
+        out.append(y if x == 1 else x)
+    return tuple(out)
 
 
 def _pairwise(cs, add):
