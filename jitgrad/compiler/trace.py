@@ -76,14 +76,13 @@ class Tracer:
         self.broken = None      # (reason, user line) at the first graph break
         self.ran_backward = False
         # Tensors made during the trace are held weakly, so that the trace frees what
-        # eager mode frees; an id is forgotten when its object dies (ids are reused).
-        self.slot_of = {}       # id(object) -> slot
-        # id(array) -> (weak ref to it, the first slot holding that very array); an entry
-        # whose array died stays (see _array_slot)
-        self.by_array = {}
-        self.watch = {}         # id(tensor made during the trace) -> weak ref
+        # eager mode frees. Objects are found by id, and ids are reused: an entry of
+        # these tables holds a weak reference that must still give the object (see
+        # _find; no callback to run at each death), or None for an object held.
+        self.made = {}          # id(tensor made during the trace) -> weak ref
+        self.slot_of = {}       # id(object) -> (weak ref or None, its slot)
+        self.by_array = {}      # id(array) -> (weak ref or None, first slot holding it)
         self.held = []          # arrays without weak references
-        self.born_ids = set()   # ids of tensors made during the trace
         self.meta = []          # per slot: SlotMeta (None for a non-tensor input)
         self.versions = []      # per slot: the tensor's version when last recorded
         self.counters = []      # per slot: the tensor's version counter (views share one)
@@ -110,58 +109,45 @@ class Tracer:
 
     def born(self, t):
         """Tensor.__init__ reports each tensor made while the trace runs."""
-        key = id(t)
-        self.born_ids.add(key)
-        if key not in self.watch:
-            ref = self.watch[key] = _Watch(t, self._forget)
-            ref.key = key
+        self.made[id(t)] = _Weak(t)
+
+    def _made_here(self, t):
+        """Whether tensor `t` was made during the trace."""
+        ref = self.made.get(id(t))
+        return ref is not None and ref() is t
 
     def read_shape(self, t):
         """A size of `t` read as a Python number: where user code first read one of a
         tensor made from the arguments (it may depend on the batch size, compiler/batch.py)."""
         if self.shape_read is None and self.active() and (
-                id(t) in self.born_ids or self.slot_of.get(id(t)) in
-                {s for s, _ in self.inputs}):
+                self._made_here(t) or _find(self.slot_of, t) in {s for s, _ in self.inputs}):
             f = sys._getframe(1)
             while f is not None and f.f_code.co_filename in _SIZE_READS:
                 f = f.f_back
             if f is not None and not _ours(f):  # read by the user's code, not jitgrad's
                 self.shape_read = _line(f)
 
-    def _forget(self, ref):
-        key = ref.key
-        self.watch.pop(key, None)
-        self.born_ids.discard(key)
-        self.slot_of.pop(key, None)
-
-    def _array_slot(self, d):
-        """The first slot holding array `d`, or None. (Arrays are not watched, as tensors
-        are: an entry is checked to be `d` itself, not a dead array whose id `d` took.)"""
-        entry = self.by_array.get(id(d))
-        if entry is None or entry[0] is not None and entry[0]() is not d:
-            return None
-        return entry[1]
-
     def close(self):
-        """Drop the weak references once the trace is over: each one's callback holds
-        the tracer, a reference cycle only the garbage collector would free."""
-        self.watch.clear()
+        """Drop what the trace held once it is over."""
+        self.made.clear()
         self.tensors.clear()
 
     def obj(self, slot):
         """The object of a slot, or None if it was made during the trace and is gone."""
         t = self.tensors[slot]
-        return t() if type(t) is _Watch else t
+        return t() if type(t) is _Weak else t
 
     # ---- slots ------------------------------------------------------------------------
     def _new_slot(self, obj, rg):
         slot = len(self.meta)
-        key = id(obj)
-        self.slot_of[key] = slot
-        self.tensors.append(self.watch.get(key, obj))
+        ref = self.made.get(id(obj))
+        if ref is not None and ref() is not obj:
+            ref = None
+        self.slot_of[id(obj)] = (ref, slot)
+        self.tensors.append(obj if ref is None else ref)
         if isinstance(obj, Tensor):
             d = obj._data
-            if self._array_slot(d) is None:
+            if _find(self.by_array, d) is None:
                 try:
                     ref = weakref.ref(d)
                 except TypeError:
@@ -206,17 +192,17 @@ class Tracer:
         return tuple(sorted((pos, was_none[s]) for s, pos in self.inputs if s in observed))
 
     def _ref(self, t):
-        slot = self.slot_of.get(id(t))
-        if slot is None and id(t) in self.born_ids:
+        slot = _find(self.slot_of, t)
+        if slot is None and self._made_here(t):
             # A new Tensor over a traced tensor's very array (a saved tensor unpacked for
             # the backward pass) is that tensor's value: same slot.
-            slot = self._array_slot(t._data)
+            slot = _find(self.by_array, t._data)
             if slot is not None and self.counters[slot][0] == t._vc[0]:
-                self.slot_of[id(t)] = slot
+                self.slot_of[id(t)] = (self.made[id(t)], slot)
             else:
                 slot = None
         if slot is None:
-            if id(t) in self.born_ids:
+            if self._made_here(t):
                 raise _Untraceable("a tensor made by a call the tracer does not record "
                                    f"(grad_fn={type(t.grad_fn).__name__ if t.grad_fn else None})")
             slot = self._new_slot(t, t._rg)
@@ -232,10 +218,12 @@ class Tracer:
             r = self._ref(v)
             found.append(r)
             return r
-        if type(v) is np.ndarray and id(v) in self.slot_of:
-            r = Ref(self.slot_of[id(v)])
-            found.append(r)
-            return r
+        if type(v) is np.ndarray:
+            slot = _find(self.slot_of, v)
+            if slot is None:
+                return v
+            found.append(Ref(slot))
+            return found[-1]
         if isinstance(v, (list, tuple)):
             # (an op's arguments: most items are tensors or plain values, done here)
             items, nested = [], False
@@ -255,7 +243,7 @@ class Tracer:
 
     def _outputs(self, out, rg):
         if isinstance(out, Tensor):
-            slot = self.slot_of.get(id(out))
+            slot = _find(self.slot_of, out)
             if slot is not None and self.obj(slot) is out:
                 return Ref(slot)  # an input returned as it is
             return Ref(self._new_slot(out, out._rg and rg))
@@ -336,7 +324,7 @@ class Tracer:
         ins = self.instrs[-1]
         if ins.op is not None or ins.inplace:
             return
-        made = [self.slot_of.get(id(t)) if isinstance(t, Tensor) else t
+        made = [_find(self.slot_of, t) if isinstance(t, Tensor) else t
                 for t in _flat_outputs(out)]
         if made != [int(r) for r in iter_refs(ins.outs)]:
             return
@@ -519,10 +507,20 @@ class _Untraceable(Exception):
     pass
 
 
-class _Watch(weakref.ref):
-    """A weak reference to an object made during the trace, knowing the id its
-    object had (the tracer forgets that id when the object dies)."""
-    __slots__ = ("key",)
+class _Weak(weakref.ref):
+    """A weak reference to a tensor made during the trace (a slot's, see Tracer.obj:
+    its own type, since a traced call may take a weakref.ref as an argument)."""
+    __slots__ = ()
+
+
+def _find(table, obj):
+    """The slot of `obj` in `table` (id -> (weak ref, or None for an object the
+    tracer holds; slot)), or None: an entry whose object died may have passed its
+    id on to `obj`."""
+    entry = table.get(id(obj))
+    if entry is None or entry[0] is not None and entry[0]() is not obj:
+        return None
+    return entry[1]
 
 
 # The recorded calls on a tensor's .grad: the getter, backward()'s accumulation (both
@@ -607,7 +605,7 @@ def _eager_view(v, tracer):
     """The result as eager mode gives it: a derivative asked for without
     create_graph carries no graph (the trace recorded it with one)."""
     if isinstance(v, Tensor):
-        slot = tracer.slot_of.get(id(v))
+        slot = _find(tracer.slot_of, v)
         if slot is not None and v._rg and not tracer.meta[slot].rg:
             return v.detach()
         return v
