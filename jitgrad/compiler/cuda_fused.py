@@ -38,7 +38,7 @@ def cuda_executor(meta, instrs, keep, taken):
     fused.py classifies host slots; given a view of the slots in which device
     arrays look like host ones (and host ones like neither), it claims the same
     work on the device."""
-    if not any(m is not None and _on_device(m.array_type) for m in meta):
+    if not any(_on_device(t) for t in {m.array_type for m in meta if m is not None}):
         return ()
     view = [None if m is None else SlotMeta(
         m.shape, m.dtype, HOST_ARRAY if _on_device(m.array_type) else _NOT_OURS, m.rg)

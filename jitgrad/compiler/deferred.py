@@ -63,8 +63,12 @@ class Deferred:
         dtype, Python numbers, host arrays of the result's shape (contiguous, or a
         broadcast single value) or of size 1, more than `min_elements` results."""
         # the cheap test first: most calls (small tensors) stop here
-        if not any(type(v) is Tensor and v._data.size > self.min_elements for v in operands) \
-                or not op.plain:
+        for v in operands:
+            if type(v) is Tensor and v._data.size > self.min_elements:
+                break
+        else:
+            return None
+        if not op.plain:
             return None
         kdt = pointwise._fast_dtype(op, operands)
         if kdt is None:

@@ -8,6 +8,7 @@ tensor was. The program runs its instructions in order with grad mode off
 reader. Executors (compiler/executors.py) may take over runs of
 instructions and run them as compiled code; the rest run here, in Python.
 """
+import math
 import threading
 import warnings
 
@@ -36,17 +37,11 @@ class Ref(int):
 class SlotMeta:
     """What the trace saw in a tensor slot: shape, numpy dtype, array type (the
     device), and whether eager mode would have it require grad."""
-    __slots__ = ("shape", "dtype", "array_type", "rg")
+    __slots__ = ("shape", "dtype", "array_type", "rg", "size")
 
     def __init__(self, shape, dtype, array_type, rg):
         self.shape, self.dtype, self.array_type, self.rg = shape, dtype, array_type, rg
-
-    @property
-    def size(self):
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        self.size = math.prod(shape)  # (asked of every slot by each executor)
 
     def __repr__(self):
         return f"{self.dtype}{list(self.shape)}"
@@ -55,32 +50,35 @@ class SlotMeta:
 class Instr:
     """One recorded call. `op`: the ElementwiseOp of an elementwise call (whose
     args then start with the op itself), else None; `name`: the op or method
-    name; `outs`: a Ref, a tuple/list of them, or a constant (None)."""
+    name; `outs`: a Ref, a tuple/list of them, or a constant (None); `reads`: what
+    reads() returns, where the maker knows it."""
     __slots__ = ("fn", "name", "args", "kwargs", "outs", "inplace", "op", "_reads", "_writes")
 
-    def __init__(self, fn, name, args, kwargs, outs, inplace, op):
+    def __init__(self, fn, name, args, kwargs, outs, inplace, op, reads=None):
         self.fn, self.name, self.args, self.kwargs = fn, name, args, kwargs
         self.outs, self.inplace, self.op = outs, inplace, op
-        self._reads = self._writes = None
+        self._reads, self._writes = reads, None
 
     # An instruction is not changed once made, and building a program's tapes asks
     # each for its slots many times (every executor, the unused and freeing passes).
     def reads(self):
         """The slots the call reads (Refs, in argument order, repeats kept)."""
-        if self._reads is None:
+        found = self._reads
+        if found is None:
             found = []
             _collect_refs(self.args, found)
-            _collect_refs(self.kwargs, found)
-            self._reads = tuple(found)
-        return self._reads
+            if self.kwargs:
+                _collect_refs(self.kwargs, found)
+            found = self._reads = tuple(found)
+        return found
 
     def writes(self):
         """The slots the call writes."""
-        if self._writes is None:
-            found = []
-            _collect_refs(self.outs, found)
-            self._writes = tuple(found)
-        return self._writes
+        found = self._writes
+        if found is None:
+            outs = self.outs
+            found = self._writes = (outs,) if type(outs) is Ref else tuple(iter_refs(outs))
+        return found
 
     def __repr__(self):
         args = ", ".join(repr(a) for a in (self.args[1:] if self.op is not None else self.args))
@@ -408,14 +406,19 @@ class Tape:
 
     def _steps(self, meta, instrs, keep, taken, deferring):
         steps, last = [], {}
-        instrs = _owned_gradients(meta, _products(meta, instrs, taken), keep, taken)
-        self.unused = unused(instrs, keep, {i for i, seg in taken.items() if i not in seg.skips})
-        self.unused -= set(taken)
+        # What the passes below change is in no segment: a program the executors took
+        # whole (W7's, 8,600 instructions) needs none of them.
+        free = [i for i in range(len(instrs)) if i not in taken]
+        if any(instrs[i].name in _MATMULS for i in free):
+            instrs = _products(meta, instrs, taken)
+        if any(instrs[i].name == "accumulate_grad" for i in free):
+            instrs = _owned_gradients(meta, instrs, keep, taken)
+        self.unused = unused(instrs, keep, {i for i, seg in taken.items() if i not in seg.skips}) \
+            - set(taken) if free else set()
         # sum_to_size to a tensor's own shape returns the tensor: its slot already holds it
-        self.unused |= {i for i, ins in enumerate(instrs)
-                        if i not in taken and _gives_back(ins, meta)}
+        self.unused |= {i for i in free if _gives_back(instrs[i], meta)}
         readers = {}  # (what _transposed_product asks of the products' results)
-        if any(ins.fn is _product for ins in instrs):
+        if any(instrs[i].fn is _product for i in free):
             for ins in instrs:
                 for r in dict.fromkeys(int(r) for r in ins.reads()):
                     readers.setdefault(r, []).append(ins)
@@ -439,12 +442,12 @@ class Tape:
                               or python_step(ins), (i,)))
             i += 1
         for k, (_, done) in enumerate(steps):
-            # A slot a segment makes and reads itself never reaches env: nothing to free.
-            inner = {int(r) for d in done for r in instrs[d].writes()} if done[0] in taken else ()
-            for d in done:
-                for r in instrs[d].reads():
-                    if int(r) not in inner:
-                        last[int(r)] = k
+            read = set().union(*[instrs[d].reads() for d in done])
+            if done[0] in taken:
+                # A slot a segment makes and reads itself never reaches env: nothing to free.
+                read.difference_update(*[instrs[d].writes() for d in done])
+            for r in read:
+                last[int(r)] = k
         free = [[] for _ in steps]
         for s, k in last.items():
             if s not in keep:

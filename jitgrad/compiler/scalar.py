@@ -74,6 +74,14 @@ def _interpreter():
     return _interp[0]
 
 
+def _entry_point(kernel):
+    """The compiled function of `kernel`'s one signature, called without the
+    dispatcher, which types the six arguments of each call (the first call of a
+    process: 10 ms): a run passes arrays it made with exactly those types."""
+    overloads = getattr(kernel, "overloads", {})  # (not a dispatcher: without Numba's JIT)
+    return next(iter(overloads.values())).entry_point if len(overloads) == 1 else kernel
+
+
 class _Unsupported(Exception):
     """An instruction this executor does not lower: the Python tier runs it."""
 
@@ -130,12 +138,17 @@ class _Lowering:
         self.n += size
         return cells
 
-    def const(self, value, shape=()):
+    def const_cell(self, value):
+        """The cell holding constant `value` (one per float64 bit pattern)."""
         key = np.float64(value).tobytes()
         cell = self.consts.get(key)
         if cell is None:
             cell = self.consts[key] = self.n
             self.n += 1
+        return cell
+
+    def const(self, value, shape=()):
+        cell = self.const_cell(value)
         return np.array(cell, dtype=np.int64) if not shape else \
             np.full(shape, cell, dtype=np.int64)
 
@@ -168,8 +181,12 @@ class _Lowering:
             rows[:, 0] = opcode
             rows[:, 1] = out.reshape(-1)
             for j, c in enumerate(cols):
-                rows[:, 2 + j] = c.reshape(-1) if c.shape == shape else \
-                    np.broadcast_to(c, shape).reshape(-1)
+                if c.shape == shape:
+                    rows[:, 2 + j] = c.reshape(-1)
+                elif c.size == 1:  # (a reduction's result against its input)
+                    rows[:, 2 + j] = c.item()
+                else:
+                    rows[:, 2 + j] = np.broadcast_to(c, shape).reshape(-1)
             self.rows.append(rows)
         return out
 
@@ -210,7 +227,27 @@ class _Lowering:
             return False
 
     def lower(self, ins, reads, keep):
-        """Lower `ins`, which reads the slots `reads` (ints)."""
+        """Lower `ins`, which reads the slots `reads` (Refs)."""
+        op = ins.op
+        if op is not None and type(ins.outs) is Ref and not ins.kwargs and not ins.inplace:
+            # an elementwise call making one tensor (most instructions): the checks
+            # below, in the same order, without their general cases
+            out = int(ins.outs)
+            if out in reads:
+                self.cells(ins.outs)  # it gave back its input
+                return
+            m = self.arena_meta(out)
+            if out in self.loc:
+                raise _Unsupported("gives back one of its inputs")
+            if len(ins.args) != op.n_args + 1:
+                raise _Unsupported("elementwise call form")
+            self.out_meta = m
+            cells = self.formula(op, ins.args[1:], m)
+            if cells.shape != m.shape:
+                raise _Unsupported("result shape")
+            self.loc[out] = cells
+            self.made.add(out)
+            return
         if ins.name in _EFFECTS:
             self.effects.append(_EFFECTS[ins.name](self, *ins.args, **ins.kwargs))
             return
@@ -270,11 +307,12 @@ class _Lowering:
     def formula(self, op, operands, m):
         """Cells of `op` applied to operands (Refs or Python numbers), whose eager
         result has SlotMeta `m`."""
+        arena = self.arena
         kinds = []  # per operand: (dtype, whether it has dims), or the scalar's type
         for v in operands:
             t = type(v)
             if t is Ref:
-                vm = self.arena_meta(v)
+                vm = arena.get(v) or self.arena_meta(v)
                 kinds.append((vm.dtype, vm.shape != ()))
             elif t is float or t is int or t is bool:
                 kinds.append(t)
@@ -283,27 +321,42 @@ class _Lowering:
         key = (op, tuple(kinds))
         got = self.promoted.get(key)
         if got is None:  # the promotion depends on the scalars' types, not values
-            got = self.promoted[key] = _promotion(op, operands, kinds)
+            got = self.promoted[key] = self._promotion(op, operands, kinds)
         if not got:
             raise _Unsupported("dtype")
-        kdt, res = got
+        kdt, res, code = got
         if m.dtype != (BOOL if op.bool_out else res):
             raise _Unsupported("dtype")
         if kdt == I64 and op.name in _SELECTIONS and all(
                 abs(v) <= _EXACT_INT for a, v in zip(op.args, operands)
                 if type(v) is not Ref and a not in op.bool_args):
             kdt = F64
-        code = self.opcode(op.name, kdt)
+            code = None
+        if code is None:
+            code = self.opcode(op.name, kdt)
+        if not m.shape:  # 0-d operands and result (most rows of graphs of 0-d tensors)
+            row = [code, 0]
+            loc = self.loc
+            for a, v in zip(op.args, operands):
+                if type(v) is Ref:
+                    c = loc.get(v)
+                    if c is None:
+                        c = self.cells(v)
+                    if c.shape:
+                        raise _Unsupported("broadcast shape")
+                    row.append(c.item())
+                else:
+                    row.append(self.const_cell(self._constant(op, a, v, kdt)))
+            row[1] = self.n  # (after any new input or constant cell, as apply numbers them)
+            self.n += 1
+            self.rows.append(tuple(row))
+            return np.array(row[1], dtype=np.int64)
         cols = []
         for a, v in zip(op.args, operands):
             if type(v) is Ref:
                 cols.append(self.cells(v))
             else:
-                try:
-                    value = float(bool(v)) if a in op.bool_args else float(kdt.type(v))
-                except OverflowError:
-                    raise _Unsupported("constant out of range") from None
-                cols.append(self.const(value))
+                cols.append(self.const(self._constant(op, a, v, kdt)))
         for c in cols:
             if c.shape != m.shape:  # (rarely: a loop, not a generator)
                 try:
@@ -314,9 +367,25 @@ class _Lowering:
                 break
         return self.apply(code, m.shape, *cols)
 
+    def _promotion(self, op, operands, kinds):
+        """(compute dtype, result dtype, opcode or None where the table has no
+        branch for it) of `op` on operands of these kinds, or () (see _promotion)."""
+        got = _promotion(op, operands, kinds)
+        if not got:
+            return ()
+        return got + (self.table.get((op.name, got[0])),)
+
+    @staticmethod
+    def _constant(op, a, v, kdt):
+        """Python number `v`, operand `a` of `op`, as the float64 its cell holds."""
+        try:
+            return float(bool(v)) if a in op.bool_args else float(kdt.type(v))
+        except OverflowError:
+            raise _Unsupported("constant out of range") from None
+
     # -- composite rows --
     def binary(self, name, dtype, a, b):
-        return self.apply(self.opcode(name, dtype), np.broadcast_shapes(a.shape, b.shape), a, b)
+        return self.apply(self.opcode(name, dtype), _broadcast(a.shape, b.shape), a, b)
 
     def unary(self, name, dtype, a):
         return self.apply(self.opcode(name, dtype), a.shape, a)
@@ -332,7 +401,8 @@ class _Lowering:
         if n == 0:
             return self.const(0.0, shape)  # the sum of nothing (other reductions refuse it)
         table = np.transpose(cells, kept + list(axes)).reshape(-1, n)
-        cols = [table[:, j] for j in range(n)]
+        # (one result, most often: its rows are made from 0-d cells, without arrays)
+        cols = list(table[0]) if len(table) == 1 else [table[:, j] for j in range(n)]
         code = self.opcode(name, dtype)
 
         def add(a, b):
@@ -345,6 +415,22 @@ class _Lowering:
             for c in cols[1:]:
                 acc = add(acc, c)
         return acc.reshape(shape)
+
+
+def _broadcast(a, b):
+    """np.broadcast_shapes(a, b) (ValueError where they do not broadcast), for the
+    short shapes of small tensors without numpy's general machinery."""
+    if a == b:
+        return a
+    if len(a) < len(b):
+        a, b = b, a
+    b = (1,) * (len(a) - len(b)) + b
+    out = []
+    for x, y in zip(a, b):
+        if x != y and y != 1 and x != 1:
+            raise ValueError(f"shapes {a} and {b} do not broadcast")
+        out.append(y if x == 1 else x)
+    return tuple(out)
 
 
 def _pairwise(cs, add):
@@ -618,10 +704,11 @@ def _gelu(low, x, approximate="none"):
 
 # The ops that only move data: each gives the cell numbers its eager
 # counterpart would give the values of.
-_VIEWS = ("reshape", "view", "narrow", "select", "getitem", "expand", "expand_as",
-          "broadcast_to", "unbind", "squeeze", "unsqueeze", "transpose", "permute", "t",
-          "flatten", "contiguous", "split", "chunk")
-_MOVES = frozenset(_VIEWS + ("stack", "cat", "flip", "clone"))
+_VIEWS = frozenset((
+    "reshape", "view", "narrow", "select", "getitem", "expand", "expand_as", "broadcast_to",
+    "unbind", "squeeze", "unsqueeze", "transpose", "permute", "t", "flatten", "contiguous",
+    "split", "chunk"))
+_MOVES = _VIEWS | {"stack", "cat", "flip", "clone"}
 
 _RULES = {
     "sum": _sum, "mean": _mean, "sum_to_size": _sum_to_size,
@@ -690,7 +777,7 @@ def scalar_tape(meta, instrs, keep, taken):
         if all(i in taken or i in skip for i in range(len(instrs))):
             return []
     with paused_gc():
-        reads = [[int(r) for r in ins.reads()] for ins in instrs]
+        reads = [ins.reads() for ins in instrs]  # (Refs: equal to, hashed as, their slots)
         runs = list(_runs(meta, instrs, keep, taken, reads, skip, _opcodes()[0]))
     if runs:
         _interpreter()  # (loaded, or compiled, with the collector on)
@@ -768,7 +855,7 @@ class _Compiled:
         for key, cell in low.consts.items():
             self.arena[cell] = np.frombuffer(key, dtype=np.float64)[0]
         self.inputs = [(s, first, low.meta[s].shape) for s, first in low.inputs]
-        self.kernel = _interpreter()
+        self.kernel = _entry_point(_interpreter())
         self.pool = []
 
     def _state(self):

@@ -76,12 +76,13 @@ class Tracer:
         self.broken = None      # (reason, user line) at the first graph break
         self.ran_backward = False
         # Tensors made during the trace are held weakly, so that the trace frees what
-        # eager mode frees; an id is forgotten when its object dies (ids are reused).
-        self.slot_of = {}       # id(object) -> slot
-        self.by_array = {}      # id(array) -> the first slot holding that very array
-        self.watch = {}         # id(tensor or array made during the trace) -> weak ref
-        self.held = []
-        self.born_ids = set()   # ids of tensors made during the trace
+        # eager mode frees. Objects are found by id, and ids are reused: an entry of
+        # these tables holds a weak reference that must still give the object (see
+        # _find; no callback to run at each death), or None for an object held.
+        self.made = {}          # id(tensor made during the trace) -> weak ref
+        self.slot_of = {}       # id(object) -> (weak ref or None, its slot)
+        self.by_array = {}      # id(array) -> (weak ref or None, first slot holding it)
+        self.held = []          # arrays without weak references
         self.meta = []          # per slot: SlotMeta (None for a non-tensor input)
         self.versions = []      # per slot: the tensor's version when last recorded
         self.counters = []      # per slot: the tensor's version counter (views share one)
@@ -108,57 +109,51 @@ class Tracer:
 
     def born(self, t):
         """Tensor.__init__ reports each tensor made while the trace runs."""
-        self.born_ids.add(id(t))
-        self._watch(t)
+        self.made[id(t)] = _Weak(t)
+
+    def _made_here(self, t):
+        """Whether tensor `t` was made during the trace."""
+        ref = self.made.get(id(t))
+        return ref is not None and ref() is t
 
     def read_shape(self, t):
         """A size of `t` read as a Python number: where user code first read one of a
         tensor made from the arguments (it may depend on the batch size, compiler/batch.py)."""
         if self.shape_read is None and self.active() and (
-                id(t) in self.born_ids or self.slot_of.get(id(t)) in
-                {s for s, _ in self.inputs}):
+                self._made_here(t) or _find(self.slot_of, t) in {s for s, _ in self.inputs}):
             f = sys._getframe(1)
             while f is not None and f.f_code.co_filename in _SIZE_READS:
                 f = f.f_back
             if f is not None and not _ours(f):  # read by the user's code, not jitgrad's
                 self.shape_read = _line(f)
 
-    def _watch(self, obj):
-        key = id(obj)
-        if key not in self.watch:
-            try:
-                self.watch[key] = weakref.ref(obj, lambda _, key=key: self._forget(key))
-            except TypeError:  # an array type without weak references: held
-                self.held.append(obj)
-
-    def _forget(self, key):
-        self.watch.pop(key, None)
-        self.born_ids.discard(key)
-        self.slot_of.pop(key, None)
-        self.by_array.pop(key, None)
-
     def close(self):
-        """Drop the weak references once the trace is over: each one's callback holds
-        the tracer, a reference cycle only the garbage collector would free."""
-        self.watch.clear()
+        """Drop what the trace held once it is over."""
+        self.made.clear()
         self.tensors.clear()
 
     def obj(self, slot):
         """The object of a slot, or None if it was made during the trace and is gone."""
         t = self.tensors[slot]
-        return t() if type(t) is weakref.ref else t
+        return t() if type(t) is _Weak else t
 
     # ---- slots ------------------------------------------------------------------------
     def _new_slot(self, obj, rg):
         slot = len(self.meta)
-        self.slot_of[id(obj)] = slot
-        self.tensors.append(self.watch.get(id(obj), obj))
+        ref = self.made.get(id(obj))
+        if ref is not None and ref() is not obj:
+            ref = None
+        self.slot_of[id(obj)] = (ref, slot)
+        self.tensors.append(obj if ref is None else ref)
         if isinstance(obj, Tensor):
             d = obj._data
-            if id(d) not in self.by_array:
-                self.by_array[id(d)] = slot
-                if type(self.tensors[-1]) is weakref.ref:
-                    self._watch(d)
+            if _find(self.by_array, d) is None:
+                try:
+                    ref = weakref.ref(d)
+                except TypeError:
+                    self.held.append(d)
+                    ref = None
+                self.by_array[id(d)] = (ref, slot)
             self.meta.append(SlotMeta(d.shape, d.dtype, type(d), rg))
             self.versions.append(obj._vc[0])
             self.counters.append(obj._vc)
@@ -197,17 +192,17 @@ class Tracer:
         return tuple(sorted((pos, was_none[s]) for s, pos in self.inputs if s in observed))
 
     def _ref(self, t):
-        slot = self.slot_of.get(id(t))
-        if slot is None and id(t) in self.born_ids:
+        slot = _find(self.slot_of, t)
+        if slot is None and self._made_here(t):
             # A new Tensor over a traced tensor's very array (a saved tensor unpacked for
             # the backward pass) is that tensor's value: same slot.
-            slot = self.by_array.get(id(t._data))
+            slot = _find(self.by_array, t._data)
             if slot is not None and self.counters[slot][0] == t._vc[0]:
-                self.slot_of[id(t)] = slot
+                self.slot_of[id(t)] = (self.made[id(t)], slot)
             else:
                 slot = None
         if slot is None:
-            if id(t) in self.born_ids:
+            if self._made_here(t):
                 raise _Untraceable("a tensor made by a call the tracer does not record "
                                    f"(grad_fn={type(t.grad_fn).__name__ if t.grad_fn else None})")
             slot = self._new_slot(t, t._rg)
@@ -216,24 +211,39 @@ class Tracer:
             raise _Untraceable("a tensor changed in place by a call the tracer does not record")
         return Ref(slot)
 
-    def _refs(self, v):
+    def _refs(self, v, found):
+        """`v` with a Ref in place of each tensor (and traced array), in nested lists and
+        tuples; the Refs are appended to `found` in the order iter_refs gives them."""
         if isinstance(v, Tensor):
-            return self._ref(v)
-        if type(v) is np.ndarray and id(v) in self.slot_of:
-            return Ref(self.slot_of[id(v)])
+            r = self._ref(v)
+            found.append(r)
+            return r
+        if type(v) is np.ndarray:
+            slot = _find(self.slot_of, v)
+            if slot is None:
+                return v
+            found.append(Ref(slot))
+            return found[-1]
         if isinstance(v, (list, tuple)):
             # (an op's arguments: most items are tensors or plain values, done here)
-            items = [self._ref(x) if isinstance(x, Tensor) else
-                     self._refs(x) if isinstance(x, (list, tuple, np.ndarray)) else x
-                     for x in v]
-            if any(type(x) is Ref or type(x) in (list, tuple) for x in items):
-                return list(items) if type(v) is list else tuple(items)  # a namedtuple: plain
+            items, nested = [], False
+            for x in v:
+                if isinstance(x, Tensor):
+                    x = self._ref(x)
+                    found.append(x)
+                    nested = True
+                elif isinstance(x, (list, tuple, np.ndarray)):
+                    x = self._refs(x, found)
+                    nested = nested or type(x) is Ref or type(x) is list or type(x) is tuple
+                items.append(x)
+            if nested:
+                return items if type(v) is list else tuple(items)  # a namedtuple: plain
             return v
         return v
 
     def _outputs(self, out, rg):
         if isinstance(out, Tensor):
-            slot = self.slot_of.get(id(out))
+            slot = _find(self.slot_of, out)
             if slot is not None and self.obj(slot) is out:
                 return Ref(slot)  # an input returned as it is
             return Ref(self._new_slot(out, out._rg and rg))
@@ -254,8 +264,9 @@ class Tracer:
             self.graph_break(mode)
             return fn(*args, **kwargs)
         try:
-            rargs = self._refs(args)
-            rkw = {k: self._refs(v) for k, v in kwargs.items()}
+            reads = []  # (the instruction's reads(), known now)
+            rargs = self._refs(args, reads)
+            rkw = {k: self._refs(v, reads) for k, v in kwargs.items()} if kwargs else {}
         except _Untraceable as e:
             self.graph_break(f"{name}: reads {e}")
             return fn(*args, **kwargs)
@@ -268,7 +279,7 @@ class Tracer:
             if len(self.instrs) > n + 1 or not self.recording():
                 return out
             if len(self.instrs) == n + 1:
-                self._name_single_call(fn, name, rargs, rkw, out)
+                self._name_single_call(fn, name, rargs, rkw, reads, out)
                 return out
         else:
             self.depth += 1
@@ -286,10 +297,10 @@ class Tracer:
                     self.versions[s] = vc[0]
             outs = rargs[0] if out is target else self._outputs(out, True)
         else:
-            outs = self._outputs(out, self._rg_of(rargs, rkw))
+            outs = self._outputs(out, self._rg_of(reads))
             if self.nograd_region and self.in_engine:
                 _drop_graph(out, args)
-        self.instrs.append(Instr(fn, name, tuple(rargs), rkw, outs, inplace, op))
+        self.instrs.append(Instr(fn, name, tuple(rargs), rkw, outs, inplace, op, tuple(reads)))
         return out
 
     def _quietly(self, fn, *args):
@@ -306,33 +317,48 @@ class Tracer:
         if self.deferred.recipes:
             self._quietly(self.deferred.fill)
 
-    def _name_single_call(self, fn, name, rargs, rkw, out):
+    def _name_single_call(self, fn, name, rargs, rkw, reads, out):
         """A composite op that made its whole result with one other declared op
         (amax -> _extreme, mm -> matmul) is recorded as itself, the name executors know;
         an elementwise op stays as it is (executors fuse it by its formula)."""
         ins = self.instrs[-1]
         if ins.op is not None or ins.inplace:
             return
-        made = [self.slot_of.get(id(t)) if isinstance(t, Tensor) else t
+        made = [_find(self.slot_of, t) if isinstance(t, Tensor) else t
                 for t in _flat_outputs(out)]
         if made != [int(r) for r in iter_refs(ins.outs)]:
             return
-        self.instrs[-1] = Instr(fn, name, tuple(rargs), rkw, ins.outs, False, None)
+        self.instrs[-1] = Instr(fn, name, tuple(rargs), rkw, ins.outs, False, None, tuple(reads))
 
     def elementwise(self, call, op, operands, out_arr):
         if out_arr is not None:
             self.graph_break(f"{op.name}: writes into a raw array")
             return call(op, *operands, out_arr=out_arr)
-        return self.call(call, op.name, (op,) + tuple(operands), {}, op=op)
+        if not (self.nograd_region and self.in_engine):
+            return self.call(call, op.name, (op,) + tuple(operands), {}, op=op)
+        # A derivative of a backward without create_graph: its result would lose the
+        # node eager mode makes for it (_drop_graph), so none is made (a new tensor,
+        # never a view: nothing else differs; W7's backward, 3,250 nodes).
+        loc = _state.local
+        prev = loc.grad_enabled
+        loc.grad_enabled = False
+        try:
+            return self.call(call, op.name, (op,) + tuple(operands), {}, op=op)
+        finally:
+            loc.grad_enabled = prev
 
-    def _rg_of(self, rargs, rkw):
-        """Whether an op's results require grad in eager mode: some tensor input does
-        (or it has none: a factory's requires_grad= says), and we are not computing the
-        derivatives of a create_graph=False call."""
+    def _rg_of(self, refs):
+        """Whether the results of an op reading slots `refs` require grad in eager mode:
+        some tensor input does (or it has none: a factory's requires_grad= says), and we
+        are not computing the derivatives of a create_graph=False call."""
         if self.nograd_region:
             return False
-        refs = list(iter_refs(rargs)) + list(iter_refs(tuple(rkw.values())))
-        return not refs or any(self.meta[r].rg for r in refs if self.meta[r] is not None)
+        meta = self.meta
+        for r in refs:
+            m = meta[r]
+            if m is not None and m.rg:
+                return True
+        return not refs
 
     def graph_break(self, reason):
         where = user_frame()
@@ -492,6 +518,22 @@ class _Untraceable(Exception):
     pass
 
 
+class _Weak(weakref.ref):
+    """A weak reference to a tensor made during the trace (a slot's, see Tracer.obj:
+    its own type, since a traced call may take a weakref.ref as an argument)."""
+    __slots__ = ()
+
+
+def _find(table, obj):
+    """The slot of `obj` in `table` (id -> (weak ref, or None for an object the
+    tracer holds; slot)), or None: an entry whose object died may have passed its
+    id on to `obj`."""
+    entry = table.get(id(obj))
+    if entry is None or entry[0] is not None and entry[0]() is not obj:
+        return None
+    return entry[1]
+
+
 # The recorded calls on a tensor's .grad: the getter, backward()'s accumulation (both
 # depend on what is there) and the setter (after which nothing does).
 _GRAD_EFFECTS = ("grad", "accumulate_grad", "set_grad")
@@ -520,11 +562,13 @@ def _drop_graph(out, args):
     the engine evaluates it with Tensor ops (so that they are recorded), but nothing
     differentiates it again, and its nodes would keep every intermediate of the
     backward pass alive until the trace ends."""
-    old = {id(a) for a in _flat_outputs(args)}
-    for t in _flat_outputs(out):
-        if isinstance(t, Tensor) and t.grad_fn is not None and t._base is None and \
-                id(t) not in old:
-            t.grad_fn, t._rg = None, False
+    old = None  # (the ids of the arguments, made only for a result with a graph)
+    for t in (out,) if isinstance(out, Tensor) else _flat_outputs(out):
+        if isinstance(t, Tensor) and t.grad_fn is not None and t._base is None:
+            if old is None:
+                old = {id(a) for a in _flat_outputs(args)}
+            if id(t) not in old:
+                t.grad_fn, t._rg = None, False
 
 
 def _flat_outputs(v):
@@ -572,7 +616,7 @@ def _eager_view(v, tracer):
     """The result as eager mode gives it: a derivative asked for without
     create_graph carries no graph (the trace recorded it with one)."""
     if isinstance(v, Tensor):
-        slot = tracer.slot_of.get(id(v))
+        slot = _find(tracer.slot_of, v)
         if slot is not None and v._rg and not tracer.meta[slot].rg:
             return v.detach()
         return v

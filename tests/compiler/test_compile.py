@@ -4,6 +4,7 @@ recompiles, and the ways to apply it (module, decorator, method). Each
 compiled run is compared with an eager twin over several calls: the first
 call traces, the later ones replay."""
 import warnings
+import weakref
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ import jitgrad
 import jitgrad.nn.functional as F
 from jitgrad import nn
 from jitgrad.compiler import RECOMPILE_LIMIT, CompiledFunction, CompiledModule
+from jitgrad.compiler.trace import _find
 
 from compile_helpers import MODE, assert_close
 
@@ -561,3 +563,15 @@ def test_compile_a_method():
 def test_compile_refuses_a_non_callable():
     with pytest.raises(TypeError, match="expects a callable"):
         jitgrad.compile(3)
+
+
+def test_the_tracer_finds_an_object_by_id_only_while_its_entry_gives_that_object():
+    """ids are reused once an object dies: an entry whose weak reference gives another
+    object (or none) is not the slot of the object that now has its id."""
+    a, b = np.zeros(1), np.zeros(1)
+    assert _find({id(b): (weakref.ref(b), 3)}, b) == 3
+    assert _find({id(b): (None, 3)}, b) == 3  # an object the tracer holds
+    assert _find({id(b): (weakref.ref(a), 3)}, b) is None
+    dead = weakref.ref(np.zeros(1))
+    assert dead() is None and _find({id(b): (dead, 3)}, b) is None
+    assert _find({}, b) is None

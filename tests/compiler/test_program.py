@@ -138,3 +138,21 @@ def test_overlapping_pauses_turn_the_collector_on_when_the_last_one_ends(no_buil
     done.set()
     t.join()
     assert gc.isenabled()
+
+
+def test_an_instruction_reads_the_slots_its_arguments_hold():
+    """The tracer records the slots each call reads while it puts Refs in place of
+    tensors: the slots its arguments and keywords hold, nested lists and tuples
+    included, in order (what every pass over the program asks of it)."""
+    def nested(x):
+        y = jitgrad.stack([x, x * 2, (x, x)[1]]).sum(dim=0, keepdim=True)
+        return jitgrad.cat((y, x.unsqueeze(0)), dim=0).softmax(dim=-1).amax(1)
+
+    prog = jitgrad.compile.explain(nested, leaf()).program
+    assert "amax" in [ins.name for ins in prog.instrs]  # (a composite recorded as itself)
+    assert any(ins.kwargs for ins in prog.instrs)
+    assert any(type(a) in (list, tuple) for ins in prog.instrs for a in ins.args)
+    for ins in prog.instrs:
+        assert ins._reads is not None, ins  # recorded, not found again
+        assert ins.reads() == tuple(program.iter_refs(ins.args) +
+                                    program.iter_refs(ins.kwargs)), ins
