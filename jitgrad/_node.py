@@ -370,6 +370,16 @@ class SavedTensor:
         s._data, s._tensor, s._vc, s._version = t._data, t, t._vc, version
         return s
 
+    @classmethod
+    def of_output(cls, data, vc, version, output_nr=0):
+        """The SavedTensor that saving output `output_nr` (array `data`, version counter
+        `vc`) at `version` would have made: for a node that kept it itself."""
+        s = cls.__new__(cls)
+        s._packed = s._mutation = s._fw = s._grad_fn = s._accum = s._tensor = None
+        s._output_nr, s._rg, s._is_output = output_nr, True, True
+        s._data, s._vc, s._version = data, vc, version
+        return s
+
     def _apply_contexts(self, t):
         loc = _state.local
         if loc.mutation_ctx is not None:

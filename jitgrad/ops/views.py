@@ -48,6 +48,9 @@ class _Views(list):
 _SWEEP_MIN = 16
 
 
+_UNUSUAL = _state.unusual
+
+
 def make_view(x, arr, fn, args):
     """A Tensor sharing `x`'s storage; remembers how to redo itself from the base
     (so an in-place op through it can update the base's history)."""
@@ -57,7 +60,10 @@ def make_view(x, arr, fn, args):
     # linked to x's chain, not a copy of it: one tuple per view
     out._view_chain = (x._view_chain, fn, args)
     out._inference = x._inference
-    out._creation_meta = creation_meta(x)
+    # creation_meta(x) inline where it is None: grad mode on, no inference anywhere
+    out._creation_meta = None if (
+        x._creation_meta is None and not _UNUSUAL and not x._inference
+        and _state.local.grad_enabled) else creation_meta(x)
     # The base knows its live views, so an in-place change of the base (or of
     # one view) can give the others a grad_fn over the new history.
     views = base._views
