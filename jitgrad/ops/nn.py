@@ -19,7 +19,7 @@ def _softmax_backward(node, g):
         o = node.saved_array(0)
         token = ERRSTATE.set(QUIET)
         try:
-            return (Tensor(_softmax_grad(o, ga, dim)),)
+            return (Tensor(_softmax_grad(o, ga, dim)),)  # (a 0-d result is a scalar)
         finally:
             ERRSTATE.reset(token)
     (out,) = node.saved()
@@ -72,8 +72,11 @@ _SEQUENTIAL_SUMS = (None,) + tuple(
 
 
 def _softmax_grad(o, g, dim):
+    p = g * o
+    if p.ndim == 1 and 0 < p.size < 8 and p.dtype.kind == "f" and p.itemsize in (4, 8):
+        return o * (g - _SEQUENTIAL_SUMS[p.size](p))  # the reduce's bits, see below
     # the ufunc's reduce: what ndarray.sum runs, without its Python layer (small tensors)
-    return o * (g - np.add.reduce(g * o, axis=dim if o.ndim else None, keepdims=True))
+    return o * (g - np.add.reduce(p, axis=dim if o.ndim else None, keepdims=True))
 
 
 def _shifted(d, ax):

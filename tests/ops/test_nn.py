@@ -142,3 +142,18 @@ def test_softmax_kept_result_twice_differentiable():
 
     j, t = both(hessian_row)
     np.testing.assert_allclose(j, t, rtol=1e-6, atol=1e-7)
+
+
+def test_short_softmax_grad_has_the_bits_of_the_reduce():
+    from jitgrad.ops.nn import _softmax_grad
+    rng = np.random.default_rng(2)
+    for dtype in (np.float16, np.float32, np.float64):
+        for n in range(1, 10):
+            for _ in range(200):
+                o, g = (rng.standard_normal((2, n)) * 10.0 ** rng.integers(-3, 3)).astype(dtype)
+                if n > 2:
+                    g[rng.integers(n)] = rng.choice([np.inf, -np.inf, np.nan, 0.0])
+                with np.errstate(all="ignore"):
+                    got = _softmax_grad(o, g, 0)
+                    want = o * (g - np.add.reduce(g * o, axis=0, keepdims=True))
+                assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), (o, g)
