@@ -113,7 +113,8 @@ def _softmax_jvp(b, out, inputs, attrs, tx):
 def softmax(x, dim, dtype=None):
     d = x._data
     if (dtype is None and type(d) is HOST_ARRAY and d.ndim == 1 and type(dim) is int
-            and (dim == 0 or dim == -1) and 0 < d.size <= _SHORT and d.dtype.kind == "f" and d.itemsize in (4, 8)):
+            and (dim == 0 or dim == -1) and 0 < d.size <= _SHORT and d.dtype.kind == "f"
+            and d.itemsize in (4, 8)):
         e = _short_softmax(d)
         if e is not None:  # (W7 in asv_bench/workloads.py: a stack of 0-d tensors)
             out = result_tensor(e) if TRACE[0] is None else Tensor(e)
