@@ -31,18 +31,14 @@ def creation_meta(x):
 
 class _Views(list):
     """A base's views, as weak references: the dead ones are dropped when the list
-    has doubled since the last sweep (no callback object per base or view)."""
+    has doubled since the last sweep (no callback object per base or view). Made
+    and appended to in make_view, without a Python-level __init__ or add: every
+    view of a fresh tensor (`softmax(s)[0]`) paid for both."""
     __slots__ = ("limit",)
 
-    def __init__(self):
-        list.__init__(self)
-        self.limit = _SWEEP_MIN
-
-    def add(self, view):
-        self.append(weakref.ref(view))
-        if len(self) >= self.limit:
-            self[:] = [r for r in self if r() is not None]
-            self.limit = max(_SWEEP_MIN, 2 * len(self))
+    def sweep(self):
+        self[:] = [r for r in self if r() is not None]
+        self.limit = max(_SWEEP_MIN, 2 * len(self))
 
 
 _SWEEP_MIN = 16
@@ -68,8 +64,12 @@ def make_view(x, arr, fn, args):
     # one view) can give the others a grad_fn over the new history.
     views = base._views
     if views is None:
-        views = base._views = _Views()
-    views.add(out)
+        views = base._views = _Views((weakref.ref(out),))
+        views.limit = _SWEEP_MIN
+    else:
+        views.append(weakref.ref(out))
+        if len(views) >= views.limit:
+            views.sweep()
     return out
 
 
