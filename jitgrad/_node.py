@@ -374,14 +374,13 @@ class SavedTensor:
         return s
 
     @classmethod
-    def of_output(cls, data, vc):
-        """The SavedTensor that saving a fresh output (version 0, requiring grad, no
-        tangent) would have made: for a node that kept only the output's array and
-        version counter (see can_keep_input) and needs the full object."""
+    def of_output(cls, data, vc, version, output_nr=0):
+        """The SavedTensor that saving output `output_nr` (array `data`, version counter
+        `vc`) at `version` would have made: for a node that kept it itself."""
         s = cls.__new__(cls)
         s._packed = s._mutation = s._fw = s._grad_fn = s._accum = s._tensor = None
-        s._output_nr, s._rg, s._is_output = 0, True, True
-        s._data, s._vc, s._version = data, vc, 0
+        s._output_nr, s._rg, s._is_output = output_nr, True, True
+        s._data, s._vc, s._version = data, vc, version
         return s
 
     def _apply_contexts(self, t):

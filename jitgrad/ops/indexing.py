@@ -119,30 +119,33 @@ def _getitem_batched(b, x, key):
              Sample(Arg(4, 5), (Ellipsis, None, slice(None, None, 2))),
              Sample(Arg(4, 5), Arg(3, high=4, kind="int")), Sample(Arg(4, 5), Arg(4, 5, kind="bool"))))
 def getitem(x, key):
+    d = x._data
     if type(key) is int:  # x[i], the commonest index
-        # with `...`, as every view key without one below: numpy gives a full integer
-        # index a scalar copy, torch a 0-d view that in-place ops write through
-        k, advanced = (key, Ellipsis), False
-        args, attrs = shared((key,)), shared((x._data.shape, key))  # the same for every x[i]
-    else:
-        if TRACE[0] is not None and _selects_by_mask(key):
-            graph_break("indexing with a boolean mask: the result's shape depends on the mask's "
-                        "values (use jitgrad.where or masked_fill to keep the shape)")
-        k, advanced = _norm_key(key, x._data.ndim)
-        if not advanced and Ellipsis not in k:
-            k += (Ellipsis,)
-        args, attrs = (key,), (x._data.shape, key)
+        try:
+            # with `...`, as every view key without one below: numpy gives a full integer
+            # index a scalar copy, torch a 0-d view that in-place ops write through
+            arr = d[key, ...]
+        except IndexError as e:
+            raise _index_error(e) from None
+        out = make_view(x, arr, getitem, shared((key,)))  # the same for every x[i]
+        return getitem.op.emit(out, (x,), shared((d.shape, key)), node="SelectBackward0")
+    if TRACE[0] is not None and _selects_by_mask(key):
+        graph_break("indexing with a boolean mask: the result's shape depends on the mask's "
+                    "values (use jitgrad.where or masked_fill to keep the shape)")
+    k, advanced = _norm_key(key, d.ndim)
+    if not advanced and Ellipsis not in k:
+        k += (Ellipsis,)
     try:
-        arr = x._data[k]
+        arr = d[k]
     except IndexError as e:
         raise _index_error(e) from None
     if advanced:
         out = Tensor(asarray(arr))
         name = "IndexBackward0"
     else:
-        out = make_view(x, arr, getitem, args)
-        name = "SelectBackward0" if type(key) is int else _view_node_name(k)
-    return getitem.op.emit(out, (x,), attrs, node=name)
+        out = make_view(x, arr, getitem, (key,))
+        name = _view_node_name(k)
+    return getitem.op.emit(out, (x,), (d.shape, key), node=name)
 
 
 def _view_node_name(key):

@@ -105,7 +105,7 @@ def stack(tensors, dim=0):
     if arrays is None:
         return _stack_checked(tensors, dim)
     ref, dt = arrays[0].shape, arrays[0].dtype
-    d = wrap_dim(dim, len(ref) + 1)
+    d = 0 if dim == 0 and type(dim) is int else wrap_dim(dim, len(ref) + 1)
     if d == 0:
         out = Tensor(np.array(arrays, dtype=dt))  # one copy, 5x faster for small tensors
     else:
@@ -118,12 +118,16 @@ def _same_host_arrays(tensors):
     """The arrays of `tensors` if all are host arrays of one shape and dtype (the
     common call, checked in one pass), else None."""
     arrays = []
+    shape = dtype = None
     for t in tensors:
         if type(t) is not Tensor:
             return None
         a = t._data
-        if type(a) is not HOST_ARRAY or arrays and (a.shape != arrays[0].shape or
-                                                    a.dtype != arrays[0].dtype):
+        if type(a) is not HOST_ARRAY:
+            return None
+        if dtype is None:
+            shape, dtype = a.shape, a.dtype
+        elif a.dtype is not dtype and a.dtype != dtype or a.shape != shape:
             return None
         arrays.append(a)
     return arrays or None

@@ -236,7 +236,7 @@ class ElementwiseNode(Node):
         """The saved result as a SavedTensor (None if none): a kept array becomes one."""
         o = self._out
         if o is not None and type(o) is not SavedTensor:
-            o = self._out = SavedTensor.of_output(o, self._out_vc)
+            o = self._out = SavedTensor.of_output(o, self._out_vc, 0)
         return o
 
     def apply(self, grads):

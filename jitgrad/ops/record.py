@@ -6,10 +6,12 @@ import numpy as np
 from .. import _state
 from .._dual import set_tangent
 from .._trace import TRACE
-from .._node import (ARRAY_METAS, EMPTY_SAVED, ZEROS, Node, SavedTensor, array_meta,
-                     next_node, output_numbers)
+from .._node import (ARRAY_METAS, EMPTY_SAVED, FREED_SAVED, ZEROS, Node, SavedTensor,
+                     array_meta, next_node, output_numbers)
 from ..tensor import Tensor
 
+
+_UNUSUAL, _HOOK_USERS = _state.unusual, _state.saved_hook_users
 
 NODE_CLASSES = {}
 
@@ -25,7 +27,12 @@ def node_class(name, base):
 class FunctionNode(Node):
     """Node of a non-elementwise op: `backward(node, *grads)` written with Tensor ops;
     it gets one gradient (or None) per output."""
-    __slots__ = ("_bwd", "_saved", "_names", "_attrs", "_nout")
+    # _saved: per saved name None, a SavedTensor, or RESULT: the op's first output,
+    # kept as its array, version counter and version in the _res slots (untracked by
+    # the garbage collector) instead of a SavedTensor and its tuple, two objects fewer
+    # per node while the graph lives; the SavedTensor is made when one is asked for.
+    __slots__ = ("_bwd", "_saved", "_names", "_attrs", "_nout", "_res_data", "_res_vc",
+                 "_res_ver")
 
     def apply(self, grads):
         if len(grads) < self._nout:
@@ -33,18 +40,48 @@ class FunctionNode(Node):
         return self._bwd(self, *grads)
 
     def saved(self):
-        return tuple(s.unpack(self) if s is not None else None for s in self._saved)
+        return tuple(s.unpack(self) if s is not None else None for s in self._entries())
+
+    def saved_array(self, i):
+        """The array saved as entry i, checked as SavedTensor.data checks it."""
+        if self._saved[i] is RESULT and self._res_vc[0] == self._res_ver:
+            return self._res_data
+        return self._entries()[i].data(self)
+
+    def _entries(self):
+        """_saved with a kept result made a SavedTensor, for good."""
+        saved = self._saved
+        if RESULT in saved:
+            s = SavedTensor.of_output(self._res_data, self._res_vc, self._res_ver)
+            saved = self._saved = tuple([s if e is RESULT else e for e in saved])
+            self._res_data = self._res_vc = None
+        return saved
 
     def _saved_tensors(self):
-        return [s for s in self._saved if s is not None]
+        return [s for s in self._entries() if s is not None]
 
     def _release(self):  # run for every node of a backward pass: no list made
-        for s in self._saved:
-            if s is not None:
+        saved = self._saved
+        if saved is RESULT_ONLY:
+            self._saved, self._res_data, self._res_vc = FREED_ONE, None, None
+            return
+        for s in saved:
+            if s is RESULT:
+                self._saved = tuple([FREED_SAVED if e is RESULT else e for e in saved])
+                self._res_data = self._res_vc = None
+            elif s is not None:
                 s.release()
 
     def __getattr__(self, name):
-        return saved_attribute(self, name, self._names, self._saved)
+        saved = self._entries() if name.startswith(("_saved_", "_raw_saved_")) else self._saved
+        return saved_attribute(self, name, self._names, saved)
+
+
+# Where a FunctionNode keeps its op's result itself (see FunctionNode), and the
+# shared _saved tuples of a node that saves only that, before and after release.
+RESULT = object()
+RESULT_ONLY = (RESULT,)
+FREED_ONE = (FREED_SAVED,)
 
 
 def saved_attribute(node, name, names, saved):
@@ -75,26 +112,30 @@ def record(name, inputs, outputs, backward, save=(), names=(), attrs=None):
         m = (d.shape, d.dtype, type(d))
         metas = ONE_INPUT_METAS.get(m) or _one_input_meta(m)
     else:
-        for t in inputs:
-            if t is not None and t._rg:
-                break
-        else:
-            return
-        nexts, metas = [], []
+        # One pass: the nodes, output numbers and metadata per input; the metadata
+        # tuple is looked up whole (its shared entries come with it), so inputs alike
+        # (a stack of like tensors) cost one look-up, not one each.
+        nexts, nrs, metas, any_rg = [], [], [], False
         for t in inputs:
             if t is None:
                 nexts.append(None)
+                nrs.append(0)
                 metas.append(None)
-                continue
-            nexts.append(next_node(t))
-            if t._rg:
+            elif t._rg:
+                any_rg = True
+                nexts.append(t.grad_fn or next_node(t))
+                nrs.append(t.output_nr)
                 d = t._data
-                m = (d.shape, d.dtype, type(d))
-                metas.append(ARRAY_METAS.get(m) or array_meta(m))
+                metas.append((d.shape, d.dtype, type(d)))
             else:
+                nexts.append(t.grad_fn)  # None: no gradient flows to it
+                nrs.append(t.output_nr)
                 metas.append(None)
-        nexts, metas, nrs = tuple(nexts), tuple(metas), output_numbers(inputs)
-        metas = ARRAY_METAS.get(metas) or array_meta(metas)
+        if not any_rg:
+            return
+        nexts, nrs, metas = tuple(nexts), tuple(nrs), tuple(metas)
+        nrs = ARRAY_METAS.get(nrs) or array_meta(nrs)
+        metas = ARRAY_METAS.get(metas) or _input_metas(metas)
     node = (NODE_CLASSES.get(name) or node_class(name, FunctionNode))(nexts, nrs, metas)
     node._bwd = backward
     node._nout = len(outputs)
@@ -105,21 +146,34 @@ def record(name, inputs, outputs, backward, save=(), names=(), attrs=None):
         o.grad_fn, o.output_nr, o._rg = node, i, True
         i += 1
     # after wiring: a saved output must remember that it requires grad
-    if save:
+    if not save:
+        node._saved = ()
+        return
+    res = outputs[0]
+    # kept itself only where SavedTensor(res, True) would do nothing more (see
+    # can_keep_input; a tangent is kept by the SavedTensor)
+    keep = not _UNUSUAL and not _HOOK_USERS[0] and res._fw is None and not res._inference
+    if keep and len(save) == 1 and save[0] is res:
+        node._saved = RESULT_ONLY
+    else:
         saved = []
         for s in save:
             if s is None:
                 saved.append(None)
-                continue
-            is_output = False
-            for o in outputs:
-                if s is o:
-                    is_output = True
-                    break
-            saved.append(SavedTensor(s, is_output))
+            elif s is res and keep:
+                saved.append(RESULT)
+            else:
+                is_output = False
+                for o in outputs:
+                    if s is o:
+                        is_output = True
+                        break
+                saved.append(SavedTensor(s, is_output))
         node._saved = tuple(saved)
-    else:
-        node._saved = ()
+        if RESULT not in saved:
+            return
+    vc = res._vc
+    node._res_data, node._res_vc, node._res_ver = res._data, vc, vc[0]
 
 
 # (metadata,) of a one-input node by the input's metadata: one shared tuple each, as
@@ -132,6 +186,12 @@ def _one_input_meta(m):
         ONE_INPUT_METAS.clear()
     metas = ONE_INPUT_METAS[m] = (ARRAY_METAS.get(m) or array_meta(m),)
     return metas
+
+
+def _input_metas(metas):
+    """The shared tuple of a node's per-input metadata, its entries shared too."""
+    return array_meta(tuple([None if m is None else ARRAY_METAS.get(m) or array_meta(m)
+                             for m in metas]))
 
 
 def shared(attrs):

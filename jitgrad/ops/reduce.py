@@ -6,7 +6,8 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..backend import HOST_ARRAY
-from ..tensor import Tensor, wrap_dim, asarray, ascontiguous
+from .._trace import TRACE
+from ..tensor import Tensor, asarray, ascontiguous, result_tensor, wrap_dim
 from . import formulas as E
 from .record import records_nothing
 from .registry import Arg, Dims, Sample, op
@@ -35,16 +36,17 @@ def _unreduce(g, shape, axes, keepdim):
     """Broadcast a reduced gradient back to the input's shape."""
     if records_nothing():  # the reshape and expand below would only add dispatch
         arr = g._data
+        if type(arr) is HOST_ARRAY and arr.size == 1 and shape != (1,) * len(shape):
+            # np.broadcast_to costs 10x more: a full reduction's gradient is one value
+            # (a size-1 array is contiguous, so it is its own buffer, in any shape)
+            out = np.ndarray(shape, arr.dtype, arr, 0, (0,) * len(shape))
+            out.flags.writeable = False  # as broadcast_to's (each element is the same memory)
+            return result_tensor(out)
         if not keepdim and axes:
             arr = arr.reshape(_kept_shape(shape, axes))
         if arr.shape == shape:
-            return Tensor(arr)
-        if type(arr) is HOST_ARRAY and arr.size == 1 and arr.flags.c_contiguous:
-            # np.broadcast_to costs 10x more: a full reduction's gradient is one value
-            out = np.ndarray(shape, arr.dtype, arr, 0, (0,) * len(shape))
-            out.flags.writeable = False  # as broadcast_to's (each element is the same memory)
-            return Tensor(out)
-        return Tensor(np.broadcast_to(arr, shape))
+            return result_tensor(arr)
+        return result_tensor(np.broadcast_to(arr, shape))
     if not keepdim and axes:
         g = reshape(g, _kept_shape(shape, axes))
     return expand(g, shape)
@@ -71,6 +73,13 @@ def _reduced(b, shape, axes, keepdim, *_):
     vmap=Dims("dim"), samples=(Sample(Arg(3, 4)), Sample(Arg(3, 4), 1), Sample(Arg(2, 3, 4), (0, 2), True)))
 def sum(x, dim=None, keepdim=False, dtype=None):
     d = x._data
+    if dim is None and dtype is None and type(d) is HOST_ARRAY and d.dtype.kind == "f":
+        # the ufunc's reduce over all axes: what the general path below runs, without
+        # ndarray.sum's Python layer (small tensors: W2 in asv_bench/workloads.py)
+        r = np.add.reduce(d, axis=None, keepdims=keepdim)
+        out = result_tensor(np.asarray(r)) if TRACE[0] is None else Tensor(np.asarray(r))
+        return sum.op.emit(out, (x,), (d.shape, tuple(range(d.ndim)), keepdim),
+                           node="SumBackward0")
     axes = _axes(dim, d.ndim)
     out_dt = _dt.to_dtype(dtype).np if dtype is not None else (
         np.dtype(np.int64) if d.dtype.kind in "biu" else d.dtype)

@@ -31,21 +31,20 @@ def creation_meta(x):
 
 class _Views(list):
     """A base's views, as weak references: the dead ones are dropped when the list
-    has doubled since the last sweep (no callback object per base or view)."""
+    has doubled since the last sweep (no callback object per base or view). Made
+    and appended to in make_view, without a Python-level __init__ or add: every
+    view of a fresh tensor (`softmax(s)[0]`) paid for both."""
     __slots__ = ("limit",)
 
-    def __init__(self):
-        list.__init__(self)
-        self.limit = _SWEEP_MIN
-
-    def add(self, view):
-        self.append(weakref.ref(view))
-        if len(self) >= self.limit:
-            self[:] = [r for r in self if r() is not None]
-            self.limit = max(_SWEEP_MIN, 2 * len(self))
+    def sweep(self):
+        self[:] = [r for r in self if r() is not None]
+        self.limit = max(_SWEEP_MIN, 2 * len(self))
 
 
 _SWEEP_MIN = 16
+
+
+_UNUSUAL = _state.unusual
 
 
 def make_view(x, arr, fn, args):
@@ -57,13 +56,20 @@ def make_view(x, arr, fn, args):
     # linked to x's chain, not a copy of it: one tuple per view
     out._view_chain = (x._view_chain, fn, args)
     out._inference = x._inference
-    out._creation_meta = creation_meta(x)
+    # creation_meta(x) inline where it is None: grad mode on, no inference anywhere
+    out._creation_meta = None if (
+        x._creation_meta is None and not _UNUSUAL and not x._inference
+        and _state.local.grad_enabled) else creation_meta(x)
     # The base knows its live views, so an in-place change of the base (or of
     # one view) can give the others a grad_fn over the new history.
     views = base._views
     if views is None:
-        views = base._views = _Views()
-    views.add(out)
+        views = base._views = _Views((weakref.ref(out),))
+        views.limit = _SWEEP_MIN
+    else:
+        views.append(weakref.ref(out))
+        if len(views) >= views.limit:
+            views.sweep()
     return out
 
 

@@ -1,6 +1,7 @@
 """ops/reduce.py against torch beyond the registry samples: cumprod where
 elements are zero (one, several, first or last), its gradients of two orders
-and its forward-mode tangent there."""
+and its forward-mode tangent there. A full sum's bits and its gradient's
+layout, on its short path."""
 import numpy as np
 import pytest
 
@@ -41,3 +42,23 @@ def test_cumprod_tangent_with_zeros_is_the_jacobian_times_the_tangent():
 def test_cumprod_integers_and_dtype():
     helpers.same_as_torch(lambda L: L.tensor([[1, 2], [3, 4]]).cumprod(1))
     helpers.same_as_torch(lambda L: L.tensor([1, 2, 3]).cumprod(0, dtype=L.float64))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(), (1,), (5,), (16,), (130,), (7, 9), (1, 1), (2, 1, 300)])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_full_sum_has_the_bits_of_ndarray_sum(shape, dtype, keepdim):
+    base = jitgrad.tensor(np.random.default_rng(0).standard_normal(shape).astype(dtype),
+                          requires_grad=True)
+    views = [base.transpose(0, -1), base[::2]] if base.ndim else []
+    for x in [base] + views:  # contiguous or not: numpy's order of additions either way
+        y = x.sum(keepdim=keepdim) if keepdim else x.sum()
+        v = x.detach().numpy()
+        want = np.asarray(v.sum(axis=tuple(range(v.ndim)), keepdims=keepdim, dtype=v.dtype))
+        got = y.detach().numpy()
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert got.tobytes() == want.tobytes()
+        base.grad = None
+        y.backward(jitgrad.ones_like(y))
+        g = base.grad.numpy()
+        assert g.shape == base.shape and np.count_nonzero(g == 1) == x.numel() == g.sum()
