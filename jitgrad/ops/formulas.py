@@ -45,6 +45,9 @@ tanh = _op_("tanh", out="tanh(x)", x="1 - out * out")
 sigmoid = _op_("sigmoid", out="where(x >= 0, 1 / (1 + exp(-x)), exp(x) / (1 + exp(x)))",
               x="out * (1 - out)")
 reciprocal = _op_("reciprocal", out="1 / x", x="-out * out", domain=(0.5, 2.0))
+# torch multiplies by the constant in the tensor's dtype, as these do: the same bits
+rad2deg = _op_("rad2deg", out="x * 57.29577951308232", x="57.29577951308232",
+               node_names={(True,): "Rad2DegBackward0"})
 erf = _op_("erf", out="erf(x)", x="1.1283791670955126 * exp(-x * x)")
 # softplus(x) = log(1 + exp(beta x)) / beta, linear above threshold (torch's rule).
 # The slope is sigmoid(beta x) as e / (1 + e): `1 - 1 / (1 + e)` cancels to 0 in the
