@@ -45,7 +45,7 @@ tanh = _op_("tanh", out="tanh(x)", x="1 - out * out")
 sigmoid = _op_("sigmoid", out="where(x >= 0, 1 / (1 + exp(-x)), exp(x) / (1 + exp(x)))",
               x="out * (1 - out)")
 reciprocal = _op_("reciprocal", out="1 / x", x="-out * out", domain=(0.5, 2.0))
-# torch multiplies by the constant in the tensor's dtype, as these do: the same bits
+# torch multiplies by the constant in the tensor's dtype, as this does: the same bits
 rad2deg = _op_("rad2deg", out="x * 57.29577951308232", x="57.29577951308232",
                node_names={(True,): "Rad2DegBackward0"})
 erf = _op_("erf", out="erf(x)", x="1.1283791670955126 * exp(-x * x)")
