@@ -119,10 +119,13 @@ _new = object.__new__
 
 
 def result_tensor(data):
-    """Tensor(data) for an op's result, `data` already an array, outside a
-    jitgrad.compile trace. The same slots as Tensor.__init__ sets (a test compares
+    """Tensor(data) for an op's result, `data` already an array. Outside a
+    jitgrad.compile trace, the same slots as Tensor.__init__ sets (a test compares
     them), without the type call's dispatch and the conversions: an eager op on small
-    tensors spent a tenth of its time making its result."""
+    tensors spent a tenth of its time making its result. In a trace, Tensor(data),
+    which the tracer sees made."""
+    if TRACE[0] is not None:
+        return Tensor(data)
     t = _new(Tensor)
     t._data = data
     t._rg = False

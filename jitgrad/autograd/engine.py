@@ -416,7 +416,7 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                     if m is not None and (d.shape != m[0] or type(d) is not m[2] or (
                             d.dtype is not m[1] and d.dtype != m[1])):
                         at = _position(out, g, in_meta, m)
-                        g = _fit(node, at, g if type(g) is Tensor else _wrap(g), m)
+                        g = _fit(node, at, g if type(g) is Tensor else result_tensor(g), m)
                         d = g._data
                     buf = buffers.get(nxt)
                     if buf is None:
@@ -578,12 +578,7 @@ _SCALAR_SUM_MAX = {np.dtype(t): float(np.finfo(t).max) for t in (np.float32, np.
 def _as_tensors(grads):
     for k, g in enumerate(grads):
         if g is not None and type(g) is not Tensor:
-            grads[k] = _wrap(g)
-
-
-def _wrap(g):
-    """A bare gradient (an array) as a Tensor."""
-    return result_tensor(g) if TRACE[0] is None else Tensor(g)
+            grads[k] = result_tensor(g)
 
 
 def _tensor_pre_hooks(node, grads):

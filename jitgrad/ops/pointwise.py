@@ -245,7 +245,7 @@ class ElementwiseNode(Node):
             return (None,) * self._op.n_args
         if _state.local.grad_enabled or FW[0] is not None:
             return self._apply_graph(g)
-        return [r if r is None or type(r) is Tensor else _wrap(r) for r in self.apply_arrays(grads)]
+        return [r if r is None or type(r) is Tensor else result_tensor(r) for r in self.apply_arrays(grads)]
 
     # The engine calls apply_arrays instead of apply in a backward pass that records
     # nothing (no create_graph, no forward AD) for a node without hooks.
@@ -267,7 +267,7 @@ class ElementwiseNode(Node):
         res = [None] * op.n_args
         inputs = op._backward_inputs.get(self._mask) or op.backward_inputs(self._mask)
         if type(g) is not Tensor and len(inputs) > 1:
-            g = _wrap(g)
+            g = result_tensor(g)
         if op.unit_partials and garr is came:
             for i, _ in inputs:  # add: each input gets g as it came (as torch's AddBackward0)
                 res[i] = g
@@ -300,7 +300,7 @@ class ElementwiseNode(Node):
                 elif c == 1:
                     # as it came (torch's AddBackward0 passes it on too), or converted: one
                     # array that other inputs may get as well, so a Tensor
-                    res[i] = g if garr is came else _wrap(garr)
+                    res[i] = g if garr is came else result_tensor(garr)
                     continue
                 else:
                     r = -garr if c == -1 else np.zeros_like(garr) if c == 0 else garr * kdt.type(c)
@@ -367,11 +367,6 @@ class ElementwiseNode(Node):
         if name.startswith(("_saved_", "_raw_saved_")):
             saved = tuple(self._saved_entry(i) for i in range(len(saved)))
         return saved_attribute(self, name, names, saved + (self._out_entry(),))
-
-
-def _wrap(r):
-    """A gradient array as a Tensor (under a jitgrad.compile trace, one the tracer sees)."""
-    return result_tensor(r) if TRACE[0] is None else Tensor(r)
 
 
 def _broadcast_error(op, operands):
@@ -564,7 +559,7 @@ def small_call(op, operands):
     finally:
         ERRSTATE.reset(token)
     r = r if type(r) is HOST_ARRAY else np.asarray(r)  # 0-d: a numpy scalar
-    out = result_tensor(r) if TRACE[0] is None else Tensor(r)
+    out = result_tensor(r)
     if rg and op.differentiable and _state.local.grad_enabled:
         _record_elementwise(op, operands, out, kdt)
     return out

@@ -6,7 +6,6 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..backend import HOST_ARRAY
-from .._trace import TRACE
 from ..tensor import Tensor, asarray, ascontiguous, result_tensor, wrap_dim
 from . import formulas as E
 from .record import records_nothing
@@ -77,7 +76,7 @@ def sum(x, dim=None, keepdim=False, dtype=None):
         # the ufunc's reduce over all axes: what the general path below runs, without
         # ndarray.sum's Python layer (small tensors: W2 in asv_bench/workloads.py)
         r = np.add.reduce(d, axis=None, keepdims=keepdim)
-        out = result_tensor(np.asarray(r)) if TRACE[0] is None else Tensor(np.asarray(r))
+        out = result_tensor(np.asarray(r))
         return sum.op.emit(out, (x,), (d.shape, tuple(range(d.ndim)), keepdim),
                            node="SumBackward0")
     axes = _axes(dim, d.ndim)

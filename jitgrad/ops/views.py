@@ -6,7 +6,6 @@ import weakref
 import numpy as np
 
 from .. import _state
-from .._trace import TRACE
 from ..tensor import Tensor, result_tensor, wrap_dim
 from .registry import SAME, Arg, Dims, Sample, op
 
@@ -50,7 +49,7 @@ _UNUSUAL = _state.unusual
 def make_view(x, arr, fn, args):
     """A Tensor sharing `x`'s storage; remembers how to redo itself from the base
     (so an in-place op through it can update the base's history)."""
-    out = result_tensor(arr) if TRACE[0] is None else Tensor(arr)
+    out = result_tensor(arr)
     out._vc = x._vc
     base = out._base = x._base if x._base is not None else x
     # linked to x's chain, not a copy of it: one tuple per view
