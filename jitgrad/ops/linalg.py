@@ -27,6 +27,9 @@ def _matmul_backward(node, g):
     if a_nd == 2 and b_nd == 1:  # matrix @ vector: as torch's mv rule, no views
         return (unsqueeze(g, -1) * b if node._in_meta[0] is not None else None,
                 matmul(g, a) if node._in_meta[1] is not None else None)
+    if a_nd == 1 and b_nd == 2:  # vector @ matrix: the mv rule transposed, no views
+        return (matmul(b, g) if node._in_meta[0] is not None else None,
+                unsqueeze(a, -1) * g if node._in_meta[1] is not None else None)
     A = unsqueeze(a, 0) if a_nd == 1 else a
     B = unsqueeze(b, -1) if b_nd == 1 else b
     G = g

@@ -46,3 +46,22 @@ def test_matrix_vector_backward_as_torch_mv():
         res.append([t.detach().numpy() for t in (ga, gb) + hv])
     for j, t in zip(*res):
         np.testing.assert_allclose(j, t, rtol=1e-10)
+
+
+def test_vector_matrix_backward_without_views():
+    """v @ x of a vector and a matrix: the mv rule transposed, differentiable twice;
+    its backward makes no view (unsqueeze, transpose) of either operand."""
+    torch = helpers.require_torch()
+    rng = np.random.default_rng(3)
+    a, b, v = rng.standard_normal(5), rng.standard_normal((5, 4)), rng.standard_normal(5)
+    res = []
+    for lib in (jitgrad, torch):
+        A, B = lib.tensor(a, requires_grad=True), lib.tensor(b, requires_grad=True)
+        ga, gb = lib.autograd.grad(lib.tanh(A @ B).sum(), (A, B), create_graph=True)
+        hv = lib.autograd.grad((ga * lib.tensor(v)).sum() + (gb * gb).sum(), (A, B))
+        res.append([t.detach().numpy() for t in (ga, gb) + hv])
+    for j, t in zip(*res):  # (some entries near 1e-8 are sums that nearly cancel)
+        np.testing.assert_allclose(j, t, rtol=1e-10, atol=1e-14)
+    A, B = jitgrad.tensor(a, requires_grad=True), jitgrad.tensor(b, requires_grad=True)
+    ga, gb = jitgrad.autograd.grad((A @ B).sum(), (A, B), create_graph=True)
+    assert ga.grad_fn.name() == "MvBackward0" and gb.grad_fn.name() == "MulBackward0"
