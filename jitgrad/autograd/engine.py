@@ -257,16 +257,23 @@ def _needed_nodes(roots, targets):
     target_nodes = {n for n, _ in targets}
     needed = {}
     stack = [(r, False) for r in roots]
+    # plain loops, no generators: autograd.grad walks its whole graph here first
     while stack:
         node, done = stack.pop()
         if done:
-            needed[node] = node in target_nodes or any(
-                needed.get(n, False) for n in node._next if n is not None)
+            found = node in target_nodes
+            if not found:
+                for n in node._next:
+                    if n is not None and needed.get(n, False):
+                        found = True
+                        break
+            needed[node] = found
         elif node not in needed:
             needed[node] = False  # placeholder: visited
             stack.append((node, True))
-            stack.extend((n, False) for n in node._next
-                         if n is not None and n not in needed)
+            for n in node._next:
+                if n is not None and n not in needed:
+                    stack.append((n, False))
     return {n for n, v in needed.items() if v}
 
 
@@ -300,11 +307,10 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
         buf[nr] = g if buf[nr] is None else _add(buf[nr], g)
     owner = None
     anomaly = _state.local.anomaly  # as torch: checked if on while backward runs
+    target_nodes = _NOTHING if targets is None else {n for n, _ in targets}
     if (FUSABLE_RECORDED[0] and _state.local.fusion and not create_graph and not anomaly
             and _state.fw_level[0] is None):
-        excluded = _NOTHING if targets is None else {n for n, _ in targets}
-        if needed is not None:
-            excluded |= deps.keys() - needed
+        excluded = target_nodes if needed is None else target_nodes | (deps.keys() - needed)
         owner = plan(deps, buffers, excluded) or None
     # Ready nodes run newest first (highest sequence number), as in torch's engine.
     # Every AccumulateGrad has the highest number, so those wait apart, first come
@@ -338,8 +344,10 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
     local.graph_tasks = local.graph_tasks + (GraphTask(deps, needed),)
     prof = local.profiler
     task = None  # the _Pass, made for the first node that something watches
-    # A pass with none of these runs a node without hooks by the short path below.
-    watched = targets is not None or prof is not None or anomaly
+    # A pass with none of these runs a node without hooks by the short path below. A
+    # pass with targets (autograd.grad, backward(inputs=)) runs there too, but only the
+    # nodes that lead to a target, and the targets' own nodes by the watched path.
+    watched = prof is not None or anomaly
     hooked = WATCHED_NODES[0]  # else no node has hooks to look for
     heappop, heappush, popleft = heapq.heappop, heapq.heappush, leaves.popleft
     # The node just made ready, while it is newer than all in the heap (it runs next,
@@ -370,7 +378,13 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
                 grads = buffers.pop(node, None)
                 if grads is None:
                     grads = []
-                plain = not watched and not (hooked and (
+                if needed is not None:
+                    if node not in needed:
+                        continue  # no target at or below it
+                    target = node in target_nodes
+                else:
+                    target = False
+                plain = not watched and not target and not (hooked and (
                     node._tensor_hooks is not None or node._retain is not None
                     or node._pre_hooks is not None or node._hooks is not None))
                 if plain and bare and node.takes_arrays:  # gradients in and out stay arrays
