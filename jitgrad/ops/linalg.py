@@ -2,7 +2,8 @@
 jitgrad ops (so twice differentiable)."""
 import numpy as np
 
-from ..tensor import Tensor, asarray
+from ..backend import HOST_ARRAY
+from ..tensor import Tensor, asarray, result_tensor
 from .reduce import norm
 from .registry import Arg, Sample, op
 from .views import reshape, squeeze, sum_to_size, transpose, unsqueeze
@@ -132,7 +133,7 @@ def matmul(a, b):
             f"{'only' if bd.ndim == 1 else 'second-to-last'} dimension of the second "
             f"({bd.shape[-1] if bd.ndim == 1 else bd.shape[-2]}), and batch dimensions must "
             f"broadcast") from None
-    out = Tensor(asarray(r))
+    out = result_tensor(r if type(r) is HOST_ARRAY else asarray(r))  # (1-D @ 1-D: a scalar)
     name = _NAMES.get((ad.ndim, bd.ndim), "BmmBackward0" if ad.ndim == bd.ndim == 3 else
                       "UnsafeViewBackward0")
     return matmul.op.emit(out, (a, b), (), (a, b), node=name)

@@ -211,6 +211,14 @@ def records_nothing():
     return not _state.local.grad_enabled and FW[0] is None and TRACE[0] is None
 
 
+def records_nothing_on(t):
+    """Whether ops on tensor `t` alone would record nothing: records_nothing(), or
+    `t` needs no gradient and carries no tangent (as a backward's incoming gradient
+    under create_graph mostly does), outside a jitgrad.compile trace."""
+    return TRACE[0] is None and (not t._rg or not _state.local.grad_enabled) and (
+        FW[0] is None or t._fw is None)
+
+
 def jvp(outputs, inputs, rule):
     """Forward AD: give `outputs` (a Tensor or a tuple) the tangents `rule(*tangents)`
     if an input carries one (None stands for an input without). Callers test

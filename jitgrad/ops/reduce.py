@@ -8,10 +8,10 @@ from .. import dtypes as _dt
 from ..backend import HOST_ARRAY
 from ..tensor import Tensor, asarray, ascontiguous, result_tensor, wrap_dim
 from . import formulas as E
-from .record import records_nothing
+from .record import records_nothing_on
 from .registry import Arg, Dims, Sample, op
 from .indexing import gather, scatter_add_zeros
-from .views import expand, flip, reshape, unsqueeze
+from .views import broadcast, expand, flip, reshape, unsqueeze
 
 values_indices = collections.namedtuple("return_types", ["values", "indices"])
 
@@ -33,19 +33,15 @@ def _kept_shape(shape, axes):
 
 def _unreduce(g, shape, axes, keepdim):
     """Broadcast a reduced gradient back to the input's shape."""
-    if records_nothing():  # the reshape and expand below would only add dispatch
+    if records_nothing_on(g):  # the reshape and expand below would only add dispatch
         arr = g._data
         if type(arr) is HOST_ARRAY and arr.size == 1 and shape != (1,) * len(shape):
-            # np.broadcast_to costs 10x more: a full reduction's gradient is one value
-            # (a size-1 array is contiguous, so it is its own buffer, in any shape)
-            out = np.ndarray(shape, arr.dtype, arr, 0, (0,) * len(shape))
-            out.flags.writeable = False  # as broadcast_to's (each element is the same memory)
-            return result_tensor(out)
+            return result_tensor(broadcast(arr, shape))  # a full reduction's: one value
         if not keepdim and axes:
             arr = arr.reshape(_kept_shape(shape, axes))
         if arr.shape == shape:
             return result_tensor(arr)
-        return result_tensor(np.broadcast_to(arr, shape))
+        return result_tensor(broadcast(arr, shape))
     if not keepdim and axes:
         g = reshape(g, _kept_shape(shape, axes))
     return expand(g, shape)

@@ -6,6 +6,7 @@ import weakref
 import numpy as np
 
 from .. import _state
+from ..backend import HOST_ARRAY
 from ..tensor import Tensor, result_tensor, wrap_dim
 from .registry import SAME, Arg, Dims, Sample, op
 
@@ -248,8 +249,19 @@ def expand(x, *sizes):
     target = tuple(target)
     if target == shp:
         return view(x, shp)
-    return expand.op.emit(make_view(x, np.broadcast_to(x._data, target), expand, (target,)), (x,),
+    return expand.op.emit(make_view(x, broadcast(x._data, target), expand, (target,)), (x,),
                           (target, shp))
+
+
+def broadcast(arr, shape):
+    """np.broadcast_to(arr, shape): read-only, sharing arr's memory. A single value on
+    the host (a full reduction's gradient) is made stride-0 directly, in a tenth of
+    broadcast_to's time; it is contiguous, so it is its own buffer in any shape."""
+    if type(arr) is HOST_ARRAY and arr.size == 1 and arr.flags.c_contiguous:
+        out = np.ndarray(shape, arr.dtype, arr, 0, (0,) * len(shape))
+        out.flags.writeable = False  # as broadcast_to's (each element is the same memory)
+        return out
+    return np.broadcast_to(arr, shape)
 
 
 @op(method=True)
