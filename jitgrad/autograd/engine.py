@@ -252,9 +252,8 @@ def _node_pre_hooks(node, grads):
     return grads
 
 
-def _needed_nodes(roots, targets):
+def _needed_nodes(roots, target_nodes):
     """Nodes with a target at or below them (the only ones worth running)."""
-    target_nodes = {n for n, _ in targets}
     needed = {}
     stack = [(r, False) for r in roots]
     # plain loops, no generators: autograd.grad walks its whole graph here first
@@ -286,7 +285,9 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
     else:  # an output given twice counts once
         roots = list(dict.fromkeys(n for n, _ in root_edges if n is not None))
     deps = count_dependencies(roots)
-    needed = None if targets is None else _needed_nodes(roots, targets)
+    # the targets' nodes: captured (autograd.grad) or accumulated into (backward(inputs=))
+    target_nodes = _NOTHING if targets is None else {n for n, _ in targets}
+    needed = None if targets is None else _needed_nodes(roots, target_nodes)
     capture = None
     if targets is not None and accumulate_into is None:
         capture = {}
@@ -294,7 +295,7 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
             capture.setdefault(n, []).append((nr, k))
     accumulate_nodes = None
     if accumulate_into is not None:
-        accumulate_nodes = {n for n, _ in targets}
+        accumulate_nodes = target_nodes
     captured = [None] * (len(targets) if targets is not None else 0)
 
     buffers = {}
@@ -307,7 +308,6 @@ def run(root_edges, root_grads, retain_graph, create_graph, targets=None, accumu
         buf[nr] = g if buf[nr] is None else _add(buf[nr], g)
     owner = None
     anomaly = _state.local.anomaly  # as torch: checked if on while backward runs
-    target_nodes = _NOTHING if targets is None else {n for n, _ in targets}
     if (FUSABLE_RECORDED[0] and _state.local.fusion and not create_graph and not anomaly
             and _state.fw_level[0] is None):
         excluded = target_nodes if needed is None else target_nodes | (deps.keys() - needed)
@@ -505,9 +505,7 @@ class _Pass:
 def _run_watched(node, grads, task):
     """Run `node` with all that may watch it (hooks, captures, the profiler, anomaly
     checks) in torch's order; its output gradients, or None when none leave it."""
-    needed, capture, prof = task.needed, task.capture, task.prof
-    if needed is not None and node not in needed:
-        return None
+    needed, capture, prof = task.needed, task.capture, task.prof  # (run skips unneeded nodes)
     if node._tensor_hooks is not None or node._retain is not None:
         grads = _tensor_pre_hooks(node, grads)
     if capture is not None and node in capture:

@@ -33,35 +33,29 @@ def test_scaled_products_match_torch(call):
     same_as_torch(call)
 
 
-def test_matrix_vector_backward_as_torch_mv():
-    """x @ v of a matrix and a vector: torch's mv rule, differentiable twice."""
+@pytest.mark.parametrize("seed, shapes, atol", [
+    (2, ((5, 4), (4,)), 0),
+    (3, ((5,), (5, 4)), 1e-14),  # (some entries near 1e-8 are sums that nearly cancel)
+], ids=["matrix @ vector", "vector @ matrix"])
+def test_matrix_vector_products_backward_as_torch(seed, shapes, atol):
+    """A matrix and a vector multiplied either way: torch's mv rule (transposed for
+    vector @ matrix), differentiable twice; vector @ matrix's backward makes no view
+    (unsqueeze, transpose) of either operand."""
     torch = helpers.require_torch()
-    rng = np.random.default_rng(2)
-    a, b, v = rng.standard_normal((5, 4)), rng.standard_normal(4), rng.standard_normal(4)
+    rng = np.random.default_rng(seed)
+    a, b = (rng.standard_normal(s) for s in shapes)
+    vec = 1 if len(shapes[1]) == 1 else 0  # which operand is the vector
+    v = rng.standard_normal(shapes[vec])
     res = []
     for lib in (jitgrad, torch):
         A, B = lib.tensor(a, requires_grad=True), lib.tensor(b, requires_grad=True)
         ga, gb = lib.autograd.grad(lib.tanh(A @ B).sum(), (A, B), create_graph=True)
-        hv = lib.autograd.grad((gb * lib.tensor(v)).sum() + (ga * ga).sum(), (A, B))
+        g_vec, g_mat = (gb, ga) if vec == 1 else (ga, gb)
+        hv = lib.autograd.grad((g_vec * lib.tensor(v)).sum() + (g_mat * g_mat).sum(), (A, B))
         res.append([t.detach().numpy() for t in (ga, gb) + hv])
     for j, t in zip(*res):
-        np.testing.assert_allclose(j, t, rtol=1e-10)
-
-
-def test_vector_matrix_backward_without_views():
-    """v @ x of a vector and a matrix: the mv rule transposed, differentiable twice;
-    its backward makes no view (unsqueeze, transpose) of either operand."""
-    torch = helpers.require_torch()
-    rng = np.random.default_rng(3)
-    a, b, v = rng.standard_normal(5), rng.standard_normal((5, 4)), rng.standard_normal(5)
-    res = []
-    for lib in (jitgrad, torch):
-        A, B = lib.tensor(a, requires_grad=True), lib.tensor(b, requires_grad=True)
-        ga, gb = lib.autograd.grad(lib.tanh(A @ B).sum(), (A, B), create_graph=True)
-        hv = lib.autograd.grad((ga * lib.tensor(v)).sum() + (gb * gb).sum(), (A, B))
-        res.append([t.detach().numpy() for t in (ga, gb) + hv])
-    for j, t in zip(*res):  # (some entries near 1e-8 are sums that nearly cancel)
-        np.testing.assert_allclose(j, t, rtol=1e-10, atol=1e-14)
-    A, B = jitgrad.tensor(a, requires_grad=True), jitgrad.tensor(b, requires_grad=True)
-    ga, gb = jitgrad.autograd.grad((A @ B).sum(), (A, B), create_graph=True)
-    assert ga.grad_fn.name() == "MvBackward0" and gb.grad_fn.name() == "MulBackward0"
+        np.testing.assert_allclose(j, t, rtol=1e-10, atol=atol)
+    if vec == 0:
+        A, B = jitgrad.tensor(a, requires_grad=True), jitgrad.tensor(b, requires_grad=True)
+        ga, gb = jitgrad.autograd.grad((A @ B).sum(), (A, B), create_graph=True)
+        assert ga.grad_fn.name() == "MvBackward0" and gb.grad_fn.name() == "MulBackward0"
