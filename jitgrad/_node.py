@@ -489,11 +489,19 @@ class SavedTensor:
     def _raise_version(self, node):
         grad_fn, output_nr = self._grad_fn, self._output_nr
         owner = grad_fn if grad_fn is not None else (node if self._tensor is None else None)
-        which = (f", which is output {output_nr} of {owner.name()}," if owner is not None else "")
+        which = (f", which is output {output_nr} of {_op_name(owner)}," if owner is not None else "")
         raise RuntimeError(
             "one of the variables needed for gradient computation has been modified by an "
             f"inplace operation: [{describe(self._data)}]{which} is at version {self._vc[0]}; "
             f"expected version {self._version} instead. " + anomaly_hint(_state.local.anomaly))
+
+
+def _op_name(node):
+    """The op a node's name stands for, as torch names it in the version error:
+    ExpBackward0 -> Exp, a custom Function F's FBackward -> F."""
+    name = node.name()
+    base = name.rstrip("0123456789")
+    return base[:-len("Backward")] if base.endswith("Backward") and base != "Backward" else name
 
 
 def _empty_saved():

@@ -231,7 +231,7 @@ def test_a_saved_input_is_kept_as_the_tensor_and_checked_as_a_saved_tensor():
     v = x * 3
     u = v.exp() * v  # mul keeps both operands; v changed in place before backward
     v.mul_(2)
-    with pytest.raises(RuntimeError, match=r"output 0 of MulBackward0, is at version 1; "
+    with pytest.raises(RuntimeError, match=r"output 0 of Mul, is at version 1; "
                                            r"expected version 0 instead"):
         u.sum().backward()
     z.sum().backward()
@@ -250,7 +250,7 @@ def test_a_saved_result_is_kept_as_its_array_and_checked_as_a_saved_tensor():
         if lib is jitgrad:
             assert type(y.grad_fn._out) is np.ndarray and y.grad_fn._out is y._data
         y.mul_(2)
-        with pytest.raises(RuntimeError, match=r"output 0 of Exp(Backward0)?, is at version 1; "
+        with pytest.raises(RuntimeError, match=r"output 0 of Exp, is at version 1; "
                                                r"expected version 0 instead"):
             y.sum().backward()
         y = x.exp()
