@@ -9,9 +9,13 @@ W5: Hessian-vector product of sum(tanh(A @ w)), A 512x512 float32.
 
 The two libraries run interleaved (one repeat of each in turn), so a busy
 core slows both alike; each printed time is the median over the repeats.
+The header says which OpenMP wait policy the run had: OMP_WAIT_POLICY=passive
+makes torch's threads sleep after each parallel region, which slows torch's W5
+in a process that runs jitgrad too (0.24 -> 0.33-0.41 ms); quote ratios with it.
 """
 import argparse
 import cProfile
+import os
 import pstats
 import statistics
 import time
@@ -57,6 +61,8 @@ def measure(repeats=15, names=WORKLOADS):
 
 
 def _report(result):
+    policy = os.environ.get("OMP_WAIT_POLICY", "unset (the OpenMP default)")
+    print(f"OMP_WAIT_POLICY: {policy}; load average {os.getloadavg()[0]:.2f}")
     print(f"{'':4} {'jitgrad':>12} {'torch':>12} {'ratio':>7}")
     for name, r in result.items():
         j, t = r["jitgrad"], r.get("torch")
