@@ -118,6 +118,8 @@ class _Lowering:
         self.made = set()   # slots made by this run's instructions
         self.effects = []   # (leaf slot, gradient cells or None): see _EFFECTS
         self.promoted = {}  # kernel_dtypes' answers, by op and operand kinds (see formula)
+        self.kinds = {}     # slot -> (dtype, whether it has dims), once asked by formula
+        self.const_of = {}  # (op, operand, dtype, Python number) -> its constant's cell
         self.arena = {}     # slot -> its SlotMeta, once checked by arena_meta
 
     # -- cells --
@@ -307,50 +309,53 @@ class _Lowering:
     def formula(self, op, operands, m):
         """Cells of `op` applied to operands (Refs or Python numbers), whose eager
         result has SlotMeta `m`."""
-        arena = self.arena
-        kinds = []  # per operand: (dtype, whether it has dims), or the scalar's type
+        kinds = self.kinds
+        key = [op]  # then per operand: (dtype, whether it has dims), or the scalar's type
         for v in operands:
             t = type(v)
             if t is Ref:
-                vm = arena.get(v) or self.arena_meta(v)
-                kinds.append((vm.dtype, vm.shape != ()))
+                k = kinds.get(v)
+                if k is None:
+                    vm = self.arena_meta(v)
+                    k = kinds[v] = (vm.dtype, vm.shape != ())
+                key.append(k)
             elif t is float or t is int or t is bool:
-                kinds.append(t)
+                key.append(t)
             else:
                 raise _Unsupported("operand type")
-        key = (op, tuple(kinds))
+        key = tuple(key)
         got = self.promoted.get(key)
         if got is None:  # the promotion depends on the scalars' types, not values
-            got = self.promoted[key] = self._promotion(op, operands, kinds)
+            got = self.promoted[key] = self._promotion(op, operands, key[1:])
         if not got:
             raise _Unsupported("dtype")
-        kdt, res, code = got
-        if m.dtype != (BOOL if op.bool_out else res):
+        kdt, result_dtype, code, picks, dimless = got
+        if m.dtype != result_dtype:
             raise _Unsupported("dtype")
-        if kdt == I64 and op.name in _SELECTIONS and all(
-                abs(v) <= _EXACT_INT for a, v in zip(op.args, operands)
-                if type(v) is not Ref and a not in op.bool_args):
+        if picks and all(abs(v) <= _EXACT_INT for a, v in zip(op.args, operands)
+                         if type(v) is not Ref and a not in op.bool_args):
             kdt = F64
             code = None
         if code is None:
             code = self.opcode(op.name, kdt)
-        if not m.shape:  # 0-d operands and result (most rows of graphs of 0-d tensors)
+        if dimless and not m.shape:  # 0-d operands and result (most rows of graphs of 0-d tensors)
             row = [code, 0]
             loc = self.loc
+            consts = self.const_of
             for a, v in zip(op.args, operands):
                 if type(v) is Ref:
                     c = loc.get(v)
-                    if c is None:
-                        c = self.cells(v)
-                    if c.shape:
-                        raise _Unsupported("broadcast shape")
-                    row.append(c.item())
+                    row.append((self.cells(v) if c is None else c).item())
                 else:
-                    row.append(self.const_cell(self._constant(op, a, v, kdt)))
-            row[1] = self.n  # (after any new input or constant cell, as apply numbers them)
-            self.n += 1
+                    ckey = (op, a, kdt, type(v), v if v else repr(v))  # (0.0 and -0.0 apart)
+                    c = consts.get(ckey)
+                    if c is None:
+                        c = consts[ckey] = self.const_cell(self._constant(op, a, v, kdt))
+                    row.append(c)
+            n = row[1] = self.n  # (after any new input or constant cell, as apply numbers them)
+            self.n = n + 1
             self.rows.append(tuple(row))
-            return np.array(row[1], dtype=np.int64)
+            return np.array(n, dtype=np.int64)
         cols = []
         for a, v in zip(op.args, operands):
             if type(v) is Ref:
@@ -368,12 +373,17 @@ class _Lowering:
         return self.apply(code, m.shape, *cols)
 
     def _promotion(self, op, operands, kinds):
-        """(compute dtype, result dtype, opcode or None where the table has no
-        branch for it) of `op` on operands of these kinds, or () (see _promotion)."""
+        """What formula() needs to know of `op` on operands of these kinds: (compute
+        dtype, the result's dtype, opcode or None where the table has no branch for
+        it, whether integer operands may run as float64 rows (_SELECTIONS), whether
+        no tensor operand has dims), or () where kernel_dtypes refuses them."""
         got = _promotion(op, operands, kinds)
         if not got:
             return ()
-        return got + (self.table.get((op.name, got[0])),)
+        kdt, res = got
+        return (kdt, BOOL if op.bool_out else res, self.table.get((op.name, kdt)),
+                kdt == I64 and op.name in _SELECTIONS,
+                all(type(k) is not tuple or not k[1] for k in kinds))
 
     @staticmethod
     def _constant(op, a, v, kdt):

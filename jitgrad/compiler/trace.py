@@ -84,6 +84,7 @@ class Tracer:
         self.by_array = {}      # id(array) -> (weak ref or None, first slot holding it)
         self.held = []          # arrays without weak references
         self.meta = []          # per slot: SlotMeta (None for a non-tensor input)
+        self.metas = {}         # one SlotMeta per (shape, dtype, array type, rg): shared
         self.versions = []      # per slot: the tensor's version when last recorded
         self.counters = []      # per slot: the tensor's version counter (views share one)
         self.tensors = []       # per slot: the traced object, or a weak ref (see obj)
@@ -154,7 +155,11 @@ class Tracer:
                     self.held.append(d)
                     ref = None
                 self.by_array[id(d)] = (ref, slot)
-            self.meta.append(SlotMeta(d.shape, d.dtype, type(d), rg))
+            key = (d.shape, d.dtype, type(d), rg)
+            m = self.metas.get(key)
+            if m is None:
+                m = self.metas[key] = SlotMeta(*key)
+            self.meta.append(m)
             self.versions.append(obj._vc[0])
             self.counters.append(obj._vc)
         else:
