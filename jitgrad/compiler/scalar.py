@@ -108,7 +108,8 @@ class _Lowering:
 
     def __init__(self, meta, table):
         self.meta, self.table = meta, table
-        self.loc = {}       # slot -> int64 array of its cells, of the slot's shape
+        self.loc = {}       # slot -> int64 array of its cells, of the slot's shape (or,
+                            # made by an elementwise row, the cell of a 0-d slot: an int)
         self.inputs = []    # (slot, first cell): read from the slot list when run
         self.n = 0          # cells so far
         self.consts = {}    # float64 bits -> cell
@@ -119,6 +120,7 @@ class _Lowering:
         self.effects = []   # (leaf slot, gradient cells or None): see _EFFECTS
         self.promoted = {}  # kernel_dtypes' answers, by op and operand kinds (see formula)
         self.kinds = {}     # slot -> (dtype, whether it has dims), once asked by formula
+        self.gathers = {}   # a data-moving instruction's form -> its gather maps (moved)
         self.const_of = {}  # (op, operand, dtype, Python number) -> its constant's cell
         self.arena = {}     # slot -> its SlotMeta, once checked by arena_meta
 
@@ -159,7 +161,9 @@ class _Lowering:
         instruction of the run made it."""
         s = int(ref)
         got = self.loc.get(s)
-        if got is None:
+        if type(got) is int:
+            got = self.loc[s] = np.array(got, dtype=np.int64)
+        elif got is None:
             m = self.arena_meta(s)
             if m.dtype == I64:
                 raise _Unsupported("int64 values from outside the run may not fit a float64")
@@ -244,10 +248,11 @@ class _Lowering:
             if len(ins.args) != op.n_args + 1:
                 raise _Unsupported("elementwise call form")
             self.out_meta = m
-            cells = self.formula(op, ins.args[1:], m)
-            if cells.shape != m.shape:
+            cells = self.formula(op, ins.args[1:], m, cell=True)
+            if type(cells) is not int and cells.shape != m.shape:
                 raise _Unsupported("result shape")
             self.loc[out] = cells
+            self.kinds[out] = (m.dtype, m.shape != ())
             self.made.add(out)
             return
         if ins.name in _EFFECTS:
@@ -301,14 +306,23 @@ class _Lowering:
                                        root not in self.made):
                     raise _Unsupported("a returned view")
             self.kept_roots.update(root for r in iter_refs(ins.outs) if int(r) in keep)
-        out = ins.fn(*_index_tensors(self, ins.args), **_index_tensors(self, ins.kwargs))
-        if isinstance(out, Tensor):
-            return out._data
-        return tuple(t._data for t in out)
+        form = _moved_form(ins)
+        if form is None:
+            out = ins.fn(*_index_tensors(self, ins.args), **_index_tensors(self, ins.kwargs))
+            return out._data if isinstance(out, Tensor) else tuple(t._data for t in out)
+        cells = [self.cells(r) for r in src]
+        key = (ins.fn, form, tuple(c.shape for c in cells))
+        single, maps = self.gathers.get(key) or self.gathers.setdefault(
+            key, _gather_maps(ins, [c.shape for c in cells]))
+        flat = cells[0].reshape(-1) if len(cells) == 1 else \
+            np.concatenate([c.reshape(-1) for c in cells])
+        out = tuple(flat[m.reshape(-1)].reshape(m.shape) for m in maps)
+        return out[0] if single else out
 
-    def formula(self, op, operands, m):
+    def formula(self, op, operands, m, cell=False):
         """Cells of `op` applied to operands (Refs or Python numbers), whose eager
-        result has SlotMeta `m`."""
+        result has SlotMeta `m`; with `cell`, a 0-d result of 0-d operands as its
+        cell number (an int, as the slots made by lower() are kept)."""
         kinds = self.kinds
         key = [op]  # then per operand: (dtype, whether it has dims), or the scalar's type
         for v in operands:
@@ -345,7 +359,7 @@ class _Lowering:
             for a, v in zip(op.args, operands):
                 if type(v) is Ref:
                     c = loc.get(v)
-                    row.append((self.cells(v) if c is None else c).item())
+                    row.append(c if type(c) is int else (self.cells(v) if c is None else c).item())
                 else:
                     ckey = (op, a, kdt, type(v), v if v else repr(v))  # (0.0 and -0.0 apart)
                     c = consts.get(ckey)
@@ -355,7 +369,7 @@ class _Lowering:
             n = row[1] = self.n  # (after any new input or constant cell, as apply numbers them)
             self.n = n + 1
             self.rows.append(tuple(row))
-            return np.array(n, dtype=np.int64)
+            return n if cell else np.array(n, dtype=np.int64)
         cols = []
         for a, v in zip(op.args, operands):
             if type(v) is Ref:
@@ -508,6 +522,60 @@ def _index_tensors(low, v):
     if type(v) in (list, tuple):
         return type(v)(_index_tensors(low, x) for x in v)
     return v
+
+
+class _NoForm(Exception):
+    pass
+
+
+def _moved_form(ins):
+    """A hashable form of data-moving instruction `ins` whose tensors are its first
+    argument (one, or a list or tuple of them): equal forms, on inputs of equal
+    shapes, move the same elements to the same places. None for any other."""
+    first = ins.args[0] if ins.args else None
+    if type(first) is Ref:
+        lead = Ref
+    elif type(first) in (list, tuple) and all(type(r) is Ref for r in first):
+        lead = (type(first), len(first))
+    else:
+        return None
+    try:
+        return lead, _hashable(ins.args[1:]), _hashable(tuple(sorted(ins.kwargs.items())))
+    except _NoForm:
+        return None
+
+
+def _hashable(v):
+    """`v` (arguments without tensors) as a hashable value, its types kept apart
+    (1, 1.0 and True are different arguments)."""
+    t = type(v)
+    if t is Ref:
+        raise _NoForm  # a tensor elsewhere (an index): run on cell numbers
+    if t is list or t is tuple:
+        return t, tuple(_hashable(x) for x in v)
+    if t is slice:
+        return t, _hashable((v.start, v.stop, v.step))
+    try:
+        hash(v)
+    except TypeError:
+        raise _NoForm from None
+    return t, v
+
+
+def _gather_maps(ins, shapes):
+    """(whether `ins` makes one tensor, where each of its results' elements come from
+    in its inputs' elements laid end to end): `ins` run on element positions."""
+    tensors, at = [], 0
+    for shape in shapes:
+        n = math.prod(shape)
+        tensors.append(Tensor(np.arange(at, at + n, dtype=np.int64).reshape(shape)))
+        at += n
+    first = ins.args[0]
+    lead = tensors[0] if type(first) is Ref else type(first)(tensors)
+    out = ins.fn(lead, *ins.args[1:], **ins.kwargs)
+    if isinstance(out, Tensor):
+        return True, (out._data,)
+    return False, tuple(t._data for t in out)
 
 
 def _filled(value):
@@ -853,7 +921,7 @@ class _Compiled:
                 return k, (at, Ellipsis), None  # a 0-d view: cheaper than slice and reshape
             return k, slice(at, at + cells.size), None if len(shape) == 1 else shape
 
-        self.outs = [(s,) + place(low.loc[s], low.meta[s].dtype, low.meta[s].shape)
+        self.outs = [(s,) + place(low.cells(s), low.meta[s].dtype, low.meta[s].shape)
                      for s in sorted(s for s in low.made if last.get(s, -1) >= stop or s in keep)]
         self.effects = [(s, None) if cells is None else
                         (s, place(cells, low.meta[s].dtype, low.meta[s].shape))
