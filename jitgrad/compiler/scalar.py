@@ -120,7 +120,6 @@ class _Lowering:
         self.effects = []   # (leaf slot, gradient cells or None): see _EFFECTS
         self.promoted = {}  # kernel_dtypes' answers, by op and operand kinds (see formula)
         self.kinds = {}     # slot -> (dtype, whether it has dims), once asked by formula
-        self.gathers = {}   # a data-moving instruction's form -> its gather maps (moved)
         self.const_of = {}  # (op, operand, dtype, Python number) -> its constant's cell
         self.arena = {}     # slot -> its SlotMeta, once checked by arena_meta
 
@@ -306,18 +305,10 @@ class _Lowering:
                                        root not in self.made):
                     raise _Unsupported("a returned view")
             self.kept_roots.update(root for r in iter_refs(ins.outs) if int(r) in keep)
-        form = _moved_form(ins)
-        if form is None:
-            out = ins.fn(*_index_tensors(self, ins.args), **_index_tensors(self, ins.kwargs))
-            return out._data if isinstance(out, Tensor) else tuple(t._data for t in out)
-        cells = [self.cells(r) for r in src]
-        key = (ins.fn, form, tuple(c.shape for c in cells))
-        single, maps = self.gathers.get(key) or self.gathers.setdefault(
-            key, _gather_maps(ins, [c.shape for c in cells]))
-        flat = cells[0].reshape(-1) if len(cells) == 1 else \
-            np.concatenate([c.reshape(-1) for c in cells])
-        out = tuple(flat[m.reshape(-1)].reshape(m.shape) for m in maps)
-        return out[0] if single else out
+        out = ins.fn(*_index_tensors(self, ins.args), **_index_tensors(self, ins.kwargs))
+        if isinstance(out, Tensor):
+            return out._data
+        return tuple(t._data for t in out)
 
     def formula(self, op, operands, m, cell=False):
         """Cells of `op` applied to operands (Refs or Python numbers), whose eager
@@ -522,60 +513,6 @@ def _index_tensors(low, v):
     if type(v) in (list, tuple):
         return type(v)(_index_tensors(low, x) for x in v)
     return v
-
-
-class _NoForm(Exception):
-    pass
-
-
-def _moved_form(ins):
-    """A hashable form of data-moving instruction `ins` whose tensors are its first
-    argument (one, or a list or tuple of them): equal forms, on inputs of equal
-    shapes, move the same elements to the same places. None for any other."""
-    first = ins.args[0] if ins.args else None
-    if type(first) is Ref:
-        lead = Ref
-    elif type(first) in (list, tuple) and all(type(r) is Ref for r in first):
-        lead = (type(first), len(first))
-    else:
-        return None
-    try:
-        return lead, _hashable(ins.args[1:]), _hashable(tuple(sorted(ins.kwargs.items())))
-    except _NoForm:
-        return None
-
-
-def _hashable(v):
-    """`v` (arguments without tensors) as a hashable value, its types kept apart
-    (1, 1.0 and True are different arguments)."""
-    t = type(v)
-    if t is Ref:
-        raise _NoForm  # a tensor elsewhere (an index): run on cell numbers
-    if t is list or t is tuple:
-        return t, tuple(_hashable(x) for x in v)
-    if t is slice:
-        return t, _hashable((v.start, v.stop, v.step))
-    try:
-        hash(v)
-    except TypeError:
-        raise _NoForm from None
-    return t, v
-
-
-def _gather_maps(ins, shapes):
-    """(whether `ins` makes one tensor, where each of its results' elements come from
-    in its inputs' elements laid end to end): `ins` run on element positions."""
-    tensors, at = [], 0
-    for shape in shapes:
-        n = math.prod(shape)
-        tensors.append(Tensor(np.arange(at, at + n, dtype=np.int64).reshape(shape)))
-        at += n
-    first = ins.args[0]
-    lead = tensors[0] if type(first) is Ref else type(first)(tensors)
-    out = ins.fn(lead, *ins.args[1:], **ins.kwargs)
-    if isinstance(out, Tensor):
-        return True, (out._data,)
-    return False, tuple(t._data for t in out)
 
 
 def _filled(value):
