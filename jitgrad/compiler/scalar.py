@@ -108,7 +108,8 @@ class _Lowering:
 
     def __init__(self, meta, table):
         self.meta, self.table = meta, table
-        self.loc = {}       # slot -> int64 array of its cells, of the slot's shape
+        self.loc = {}       # slot -> int64 array of its cells, of the slot's shape (or,
+                            # made by an elementwise row, the cell of a 0-d slot: an int)
         self.inputs = []    # (slot, first cell): read from the slot list when run
         self.n = 0          # cells so far
         self.consts = {}    # float64 bits -> cell
@@ -118,6 +119,8 @@ class _Lowering:
         self.made = set()   # slots made by this run's instructions
         self.effects = []   # (leaf slot, gradient cells or None): see _EFFECTS
         self.promoted = {}  # kernel_dtypes' answers, by op and operand kinds (see formula)
+        self.kinds = {}     # slot -> (dtype, whether it has dims), once asked by formula
+        self.const_of = {}  # (op, operand, dtype, Python number) -> its constant's cell
         self.arena = {}     # slot -> its SlotMeta, once checked by arena_meta
 
     # -- cells --
@@ -157,7 +160,9 @@ class _Lowering:
         instruction of the run made it."""
         s = int(ref)
         got = self.loc.get(s)
-        if got is None:
+        if type(got) is int:
+            got = self.loc[s] = np.array(got, dtype=np.int64)
+        elif got is None:
             m = self.arena_meta(s)
             if m.dtype == I64:
                 raise _Unsupported("int64 values from outside the run may not fit a float64")
@@ -242,10 +247,11 @@ class _Lowering:
             if len(ins.args) != op.n_args + 1:
                 raise _Unsupported("elementwise call form")
             self.out_meta = m
-            cells = self.formula(op, ins.args[1:], m)
-            if cells.shape != m.shape:
+            cells = self.formula(op, ins.args[1:], m, cell=True)
+            if type(cells) is not int and cells.shape != m.shape:
                 raise _Unsupported("result shape")
             self.loc[out] = cells
+            self.kinds[out] = (m.dtype, m.shape != ())
             self.made.add(out)
             return
         if ins.name in _EFFECTS:
@@ -304,53 +310,57 @@ class _Lowering:
             return out._data
         return tuple(t._data for t in out)
 
-    def formula(self, op, operands, m):
+    def formula(self, op, operands, m, cell=False):
         """Cells of `op` applied to operands (Refs or Python numbers), whose eager
-        result has SlotMeta `m`."""
-        arena = self.arena
-        kinds = []  # per operand: (dtype, whether it has dims), or the scalar's type
+        result has SlotMeta `m`; with `cell`, a 0-d result of 0-d operands as its
+        cell number (an int, as the slots made by lower() are kept)."""
+        kinds = self.kinds
+        key = [op]  # then per operand: (dtype, whether it has dims), or the scalar's type
         for v in operands:
             t = type(v)
             if t is Ref:
-                vm = arena.get(v) or self.arena_meta(v)
-                kinds.append((vm.dtype, vm.shape != ()))
+                k = kinds.get(v)
+                if k is None:
+                    vm = self.arena_meta(v)
+                    k = kinds[v] = (vm.dtype, vm.shape != ())
+                key.append(k)
             elif t is float or t is int or t is bool:
-                kinds.append(t)
+                key.append(t)
             else:
                 raise _Unsupported("operand type")
-        key = (op, tuple(kinds))
+        key = tuple(key)
         got = self.promoted.get(key)
         if got is None:  # the promotion depends on the scalars' types, not values
-            got = self.promoted[key] = self._promotion(op, operands, kinds)
+            got = self.promoted[key] = self._promotion(op, operands, key[1:])
         if not got:
             raise _Unsupported("dtype")
-        kdt, res, code = got
-        if m.dtype != (BOOL if op.bool_out else res):
+        kdt, result_dtype, code, picks, dimless = got
+        if m.dtype != result_dtype:
             raise _Unsupported("dtype")
-        if kdt == I64 and op.name in _SELECTIONS and all(
-                abs(v) <= _EXACT_INT for a, v in zip(op.args, operands)
-                if type(v) is not Ref and a not in op.bool_args):
+        if picks and all(abs(v) <= _EXACT_INT for a, v in zip(op.args, operands)
+                         if type(v) is not Ref and a not in op.bool_args):
             kdt = F64
             code = None
         if code is None:
             code = self.opcode(op.name, kdt)
-        if not m.shape:  # 0-d operands and result (most rows of graphs of 0-d tensors)
+        if dimless and not m.shape:  # 0-d operands and result (most rows of graphs of 0-d tensors)
             row = [code, 0]
             loc = self.loc
+            consts = self.const_of
             for a, v in zip(op.args, operands):
                 if type(v) is Ref:
                     c = loc.get(v)
-                    if c is None:
-                        c = self.cells(v)
-                    if c.shape:
-                        raise _Unsupported("broadcast shape")
-                    row.append(c.item())
+                    row.append(c if type(c) is int else (self.cells(v) if c is None else c).item())
                 else:
-                    row.append(self.const_cell(self._constant(op, a, v, kdt)))
-            row[1] = self.n  # (after any new input or constant cell, as apply numbers them)
-            self.n += 1
+                    ckey = (op, a, kdt, type(v), v if v else repr(v))  # (0.0 and -0.0 apart)
+                    c = consts.get(ckey)
+                    if c is None:
+                        c = consts[ckey] = self.const_cell(self._constant(op, a, v, kdt))
+                    row.append(c)
+            n = row[1] = self.n  # (after any new input or constant cell, as apply numbers them)
+            self.n = n + 1
             self.rows.append(tuple(row))
-            return np.array(row[1], dtype=np.int64)
+            return n if cell else np.array(n, dtype=np.int64)
         cols = []
         for a, v in zip(op.args, operands):
             if type(v) is Ref:
@@ -368,12 +378,17 @@ class _Lowering:
         return self.apply(code, m.shape, *cols)
 
     def _promotion(self, op, operands, kinds):
-        """(compute dtype, result dtype, opcode or None where the table has no
-        branch for it) of `op` on operands of these kinds, or () (see _promotion)."""
+        """What formula() needs to know of `op` on operands of these kinds: (compute
+        dtype, the result's dtype, opcode or None where the table has no branch for
+        it, whether integer operands may run as float64 rows (_SELECTIONS), whether
+        no tensor operand has dims), or () where kernel_dtypes refuses them."""
         got = _promotion(op, operands, kinds)
         if not got:
             return ()
-        return got + (self.table.get((op.name, got[0])),)
+        kdt, res = got
+        return (kdt, BOOL if op.bool_out else res, self.table.get((op.name, kdt)),
+                kdt == I64 and op.name in _SELECTIONS,
+                all(type(k) is not tuple or not k[1] for k in kinds))
 
     @staticmethod
     def _constant(op, a, v, kdt):
@@ -843,7 +858,7 @@ class _Compiled:
                 return k, (at, Ellipsis), None  # a 0-d view: cheaper than slice and reshape
             return k, slice(at, at + cells.size), None if len(shape) == 1 else shape
 
-        self.outs = [(s,) + place(low.loc[s], low.meta[s].dtype, low.meta[s].shape)
+        self.outs = [(s,) + place(low.cells(s), low.meta[s].dtype, low.meta[s].shape)
                      for s in sorted(s for s in low.made if last.get(s, -1) >= stop or s in keep)]
         self.effects = [(s, None) if cells is None else
                         (s, place(cells, low.meta[s].dtype, low.meta[s].shape))

@@ -183,7 +183,7 @@ def load(name, source):
         folder = _write(folder, modname, text)
         try:
             fn = _import(modname, os.path.join(folder, modname + ".py"),
-                         light=warm and _NJIT in source)
+                         light=warm and _NJIT in source, runtime=NO_RUNTIME not in source)
         except Exception:
             # A corrupt or half-written entry (source or Numba's index/machine
             # code): drop it and compile afresh.
@@ -255,18 +255,25 @@ def _write(folder, modname, text):
 # Numba's compiler then sets itself up in full as always. A @vectorize kernel builds
 # its ufunc loop at load time and needs the full set-up: loaded the usual way.
 _NJIT = "\n@numba.njit("
+# A kernel that allocates nothing and takes no object it must count references to
+# (the scalar tape interpreter: arrays in, nothing out) can be compiled without the
+# runtime (Numba's `_nrt=False`): its light load then skips setting the runtime up,
+# an LLVM compilation in each process (0.02 s).
+NO_RUNTIME = "_nrt=False"
 
 
 @contextlib.contextmanager
-def _light_cache_lookups():
+def _light_cache_lookups(runtime=True):
     """While active (under Numba's compiler lock, so no other thread compiles), a
-    Numba disk-cache lookup initialises the runtime only (see _NJIT)."""
+    Numba disk-cache lookup initialises the runtime only (see _NJIT), or with
+    `runtime=False` nothing at all (see NO_RUNTIME)."""
     from numba.core import caching
     from numba.core.compiler_lock import global_compiler_lock
     from numba.core.runtime import rtsys
 
     def load_overload(self, sig, target_context):
-        rtsys.initialize(target_context)
+        if runtime:
+            rtsys.initialize(target_context)
         return self._load_overload(sig, target_context)
     with global_compiler_lock:
         full = caching.Cache.load_overload
@@ -277,13 +284,14 @@ def _light_cache_lookups():
             caching.Cache.load_overload = full
 
 
-def _import(modname, path, light=False):
+def _import(modname, path, light=False, runtime=True):
     """The `kernel` of the module at `path`; `light`: try a light load first (see
-    _NJIT), and the usual one if that fails, which tells a bad entry from a
-    lookup that needed more set-up."""
+    _NJIT; without the runtime's set-up where `runtime` is false, see NO_RUNTIME),
+    and the usual one if that fails, which tells a bad entry from a lookup that
+    needed more set-up."""
     if light:
         try:
-            with _light_cache_lookups():
+            with _light_cache_lookups(runtime):
                 return _exec(modname, path)
         except Exception:
             pass

@@ -18,12 +18,15 @@ library's (expr.MATH), not kernels/vmath.py's: both are within an ulp or two
 of exact, and vmath's functions, compiled into every branch, made the
 interpreter take 25-40 s to compile instead of 9 s. The interpreter is generated once from the table and disk-cached
 (kernels/cache.py): its compile time does not depend on any program, which
-is data.
+is data. It allocates nothing, so it is compiled without Numba's runtime
+(cache.NO_RUNTIME): a process loading it from the disk cache does not set the
+runtime up (an LLVM compilation, 0.02 s).
 """
 import re
 
 import numpy as np
 
+from .cache import NO_RUNTIME
 from .expr import to_scalar_code
 from .source import header
 
@@ -92,7 +95,8 @@ def opcodes(ops):
     # negative indices (a third faster).
     sig = "void(uint32[:, ::1], float64[::1], float32[::1], float64[::1], boolean[::1], int64[::1])"
     source = (header() + "f32 = np.float32\nf64 = np.float64\nu64 = np.uint64\n\n\n"
-              f"@numba.njit({sig!r}, cache=True, nogil=True, error_model='numpy')\n"
+              f"@numba.njit({sig!r}, cache=True, nogil=True, error_model='numpy', "
+              f"{NO_RUNTIME})\n"
               "def kernel(_code, _A, _o32, _o64, _ob, _oi):\n"
               "    _i = 0\n"
               "    _one = u64(1)\n"

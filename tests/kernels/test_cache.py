@@ -186,15 +186,52 @@ LIGHT_SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_a_kernel_on_disk_loads_without_the_full_compiler_set_up(tmp_path):
+def _two_processes(script, source, folder):
+    """The printed words of `script` (loading `source`) in two fresh processes, one
+    after the other, sharing the cache `folder`: the first compiles, the second loads."""
     runs = []
     for _ in range(2):
-        r = run_isolated(LIGHT_SCRIPT.replace("SOURCE", repr(LIGHT_SOURCE)),
-                         JITGRAD_CACHE_DIR=str(tmp_path))
+        r = run_isolated(script.replace("SOURCE", repr(source)), JITGRAD_CACHE_DIR=str(folder))
         assert r.returncode == 0, r.stderr[-3000:]
         runs.append(r.stdout.split())
+    return runs
+
+
+def test_a_kernel_on_disk_loads_without_the_full_compiler_set_up(tmp_path):
+    runs = _two_processes(LIGHT_SCRIPT, LIGHT_SOURCE, tmp_path)
     assert runs[0] == ["1", "0", "True", "True", "False", "True"]  # compiling: the full set-up
     assert runs[1] == ["0", "1", "False", "False", "False", "True"]
+
+
+# A kernel that needs no runtime (cache.NO_RUNTIME): arrays in, nothing allocated.
+BARE_SOURCE = textwrap.dedent("""
+    import numba
+    import numpy as np
+
+
+    @numba.njit('void(float64[::1], float64[::1])', cache=True, nogil=True, _nrt=False)
+    def kernel(x, out):
+        for i in range(x.size):
+            out[i] = np.tanh(x[i]) * 2.0
+""")
+
+BARE_SCRIPT = textwrap.dedent("""
+    import numpy as np
+    from numba.core.runtime import rtsys
+    from jitgrad.kernels import cache
+    x = np.linspace(-2, 2, 100)
+    out = np.empty_like(x)
+    cache.load("cache_test_bare", SOURCE)(x, out)
+    print(cache.compile_stats()["disk_hits"], bool(rtsys._init),
+          np.allclose(out, np.tanh(x) * 2, rtol=1e-15, atol=0))
+""")
+
+
+def test_a_kernel_without_the_runtime_loads_without_setting_it_up(tmp_path):
+    assert cache.NO_RUNTIME in BARE_SOURCE
+    runs = _two_processes(BARE_SCRIPT, BARE_SOURCE, tmp_path)
+    assert runs[0] == ["0", "True", "True"]  # compiled: Numba's full set-up, runtime included
+    assert runs[1] == ["1", "False", "True"]  # loaded: no LLVM compilation of the runtime
 
 
 def test_a_failed_light_load_is_not_taken_for_a_bad_entry(tmp_path, monkeypatch):

@@ -264,3 +264,22 @@ def test_a_saved_result_is_kept_as_its_array_and_checked_as_a_saved_tensor():
         y.sum().backward()
         with pytest.raises(RuntimeError, match="Trying to backward through the graph a second time"):
             y.grad_fn._saved_result
+
+
+def test_a_traced_one_operator_op_gives_eager_bits():
+    """A compile trace runs an op whose formula is one operator as its numpy ufunc
+    (not its kernel's stand-in): the bits are eager mode's, edge values included."""
+    assert {n: registry.REGISTRY[n].operator_ufunc for n in ("add", "sub", "mul", "div", "neg")} \
+        == {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
+            "neg": np.negative}
+    assert registry.REGISTRY["softplus"].operator_ufunc is None
+
+    def step(x, y):
+        return [x + y, x - y, x * y, x / y, -x, y / 7.0, 3.0 - x]
+    values = [1.5, -0.0, 3e38, 1e-45, np.inf, np.nan, 0.0, -2.75]
+    for dtype in (np.float32, np.float64):
+        for a, b in zip(values, values[::-1]):
+            x, y = jitgrad.tensor(np.array(a, dtype)), jitgrad.tensor(np.array(b, dtype))
+            traced, eager = jitgrad.compile(step)(x, y), step(x, y)
+            for t, e in zip(traced, eager):
+                assert t.dtype == e.dtype and t.numpy().tobytes() == e.numpy().tobytes()
