@@ -292,13 +292,7 @@ class Tracer:
                 self._name_single_call(fn, name, rargs, rkw, reads, out)
                 return out
         else:
-            self.depth += 1
-            try:
-                out = self.deferred.defer_call(name, args, kwargs, op)
-                if out is None:
-                    out = self.deferred.run(fn, name, args, kwargs, inplace, op)
-            finally:
-                self.depth -= 1
+            out = self._run(fn, name, args, kwargs, inplace, op)
         if inplace and isinstance(args[0], Tensor):
             target = args[0]
             vc = target._vc
@@ -309,6 +303,16 @@ class Tracer:
             self.instrs.append(Instr(fn, name, tuple(rargs), rkw, outs, True, op, tuple(reads)))
             return out
         return self._made(fn, name, args, rargs, rkw, reads, out, op)
+
+    def _run(self, fn, name, args, kwargs, inplace, op):
+        """fn(*args, **kwargs) run for real, or deferred; its inner calls not recorded."""
+        self.depth += 1
+        try:
+            out = self.deferred.defer_call(name, args, kwargs, op)
+            return out if out is not None else \
+                self.deferred.run(fn, name, args, kwargs, inplace, op)
+        finally:
+            self.depth -= 1
 
     def _made(self, fn, name, args, rargs, rkw, reads, out, op):
         """Record the call fn(*args, **kwargs) that made `out` (not in place)."""
@@ -337,13 +341,7 @@ class Tracer:
         except _Untraceable as e:
             self.graph_break(f"{op.name}: reads {e}")
             return call(op, *operands)
-        self.depth += 1
-        try:
-            out = self.deferred.defer(op, operands)
-            if out is None:
-                out = self.deferred.run(call, op.name, args, {}, False, op)
-        finally:
-            self.depth -= 1
+        out = self._run(call, op.name, args, {}, False, op)
         return self._made(call, op.name, args, rargs, {}, reads, out, op)
 
     def _quietly(self, fn, *args):

@@ -52,8 +52,7 @@ def _operator_ufunc(body, args):
         operands = (body.operand,)
     else:
         return None
-    if tuple(getattr(o, "id", None) for o in operands) != args or \
-            not all(isinstance(o, ast.Name) for o in operands):
+    if tuple(getattr(o, "id", None) for o in operands) != args:  # (only a Name has an id)
         return None
     return _OPERATOR_UFUNCS.get(type(body.op))
 
@@ -570,8 +569,8 @@ def small_call(op, operands):
                 arrays[i] = c if c is not None else _new_number_array(a, kdt)
             i += 1
     kernel = op._fwd.get(kdt) or op.forward_kernel(kdt)
-    if type(kernel) is not ARRAY_OUT_UFUNC and op.operator_ufunc is not None and \
-            TRACE[0] is not None:
+    if TRACE[0] is not None and op.operator_ufunc is not None and \
+            type(kernel) is not ARRAY_OUT_UFUNC:  # (eager mode tests the first alone)
         # a trace runs the stand-in of a kernel not loaded yet (see kernels/cpu.py ufunc):
         # where the formula is one operator, its numpy ufunc (2 us less a call; W7: 5,000)
         kernel = op.operator_ufunc
