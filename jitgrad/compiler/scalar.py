@@ -20,6 +20,7 @@ is left to the Python tier (there it stays a view), and so is a view the
 program returns of a tensor the caller also sees, and anything not in the
 tables below (it is never approximated).
 """
+import functools
 import math
 
 import numpy as np
@@ -69,17 +70,34 @@ def _opcodes():
 
 
 def _interpreter():
+    """The interpreter as a function binding it to (tape, arena, float32, float64,
+    bool and int64 output buffers): it returns a call of no arguments that runs
+    the tape on them. Its native file (kernels/native.py) where there is one, or
+    once Numba has compiled it here and written that file: every process then
+    runs the same machine code, and a process whose programs need nothing else
+    never imports Numba."""
     if not _interp:
-        _interp.append(cache.load("scalar_tape", _opcodes()[1]))
+        source = _opcodes()[1]
+        entry = cache.load_native(_KERNEL, source)
+        if entry is None:
+            kernel = cache.load(_KERNEL, source)
+            if cache.save_native(_KERNEL, source, kernel):
+                entry = cache.load_native(_KERNEL, source)
+        _interp.append(entry.bind if entry is not None else _numba_binding(kernel))
     return _interp[0]
 
 
-def _entry_point(kernel):
-    """The compiled function of `kernel`'s one signature, called without the
-    dispatcher, which types the six arguments of each call (the first call of a
-    process: 10 ms): a run passes arrays it made with exactly those types."""
+_KERNEL = "scalar_tape"
+
+
+def _numba_binding(kernel):
+    """Entry.bind's form for the interpreter as Numba loaded it (where there is no
+    native file: another system, a Numba whose calling convention changed): the
+    compiled function of its one signature, called without the dispatcher, which
+    types the six arguments of each call (the first call of a process: 10 ms)."""
     overloads = getattr(kernel, "overloads", {})  # (not a dispatcher: without Numba's JIT)
-    return next(iter(overloads.values())).entry_point if len(overloads) == 1 else kernel
+    fn = next(iter(overloads.values())).entry_point if len(overloads) == 1 else kernel
+    return functools.partial(functools.partial, fn)
 
 
 class _Unsupported(Exception):
@@ -863,34 +881,39 @@ class _Compiled:
         self.effects = [(s, None) if cells is None else
                         (s, place(cells, low.meta[s].dtype, low.meta[s].shape))
                         for s, cells in low.effects]
-        self.buffers = [(k, n, dt) for k, (dt, n) in enumerate(sizes.items()) if n]
+        self.sizes = [(dt, n) for dt, n in sizes.items()]
+        self.filled = [k for k, (_, n) in enumerate(self.sizes) if n]
         self.no_output = [_NO_OUTPUT[dt] for dt in _STORES]
         self.code = _optimize(np.concatenate([low.tape()] + stores), low.n)
         self.arena = np.zeros(low.n)
         for key, cell in low.consts.items():
             self.arena[cell] = np.frombuffer(key, dtype=np.float64)[0]
         self.inputs = [(s, first, low.meta[s].shape) for s, first in low.inputs]
-        self.kernel = _entry_point(_interpreter())
+        _interpreter()  # (loaded while the program is built, not at its first run)
         self.pool = []
 
     def _state(self):
+        """One run's arrays: the arena, the views of it that inputs are copied to,
+        the output buffers, and the interpreter bound to them."""
         arena = self.arena.copy()
         views = [(s, arena[first:first + math.prod(shape)].reshape(shape))
                  for s, first, shape in self.inputs]
-        return arena, views
+        outs = [np.empty(n, dt) for dt, n in self.sizes]
+        return views, outs, _interpreter()(self.code, arena, *outs)
 
     def run(self, env):
         try:
-            arena, views = self.pool.pop()  # one arena per concurrent run
+            state = self.pool.pop()  # one state per concurrent run
         except IndexError:
-            arena, views = self._state()
+            state = self._state()
+        views, outs, interpret = state
         for s, v in views:
             v[...] = env[s]._data  # cast to float64 (bool: 0 or 1)
+        interpret()
         bufs = self.no_output[:]
-        for k, n, dt in self.buffers:
-            bufs[k] = np.empty(n, dt)
-        self.kernel(self.code, arena, *bufs)
-        self.pool.append((arena, views))
+        for k in self.filled:
+            bufs[k] = outs[k].copy()  # (results outlive the run: the buffers are reused)
+        self.pool.append(state)
         for s, k, index, shape in self.outs:
             v = bufs[k][index]
             env[s] = Tensor(v if shape is None else v.reshape(shape))

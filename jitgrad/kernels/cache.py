@@ -18,6 +18,7 @@ import functools
 import hashlib
 import importlib.util
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -71,8 +72,20 @@ def _give_up_on(folder, error):
 
 @functools.lru_cache(maxsize=None)
 def _version_tag():
-    numba = start_numba()
-    return f"jitgrad {__version__} numba {numba.__version__} python {sys.version_info[:3]}"
+    return f"jitgrad {__version__} numba {_numba_version()} python {sys.version_info[:3]}"
+
+
+def _numba_version():
+    """Numba's version, read from its _version.py where a release wrote it there, so
+    a process that loads only native files (kernels/native.py) never imports Numba
+    (0.12 s); imported otherwise (importlib.metadata itself takes 20 ms)."""
+    spec = importlib.util.find_spec("numba")
+    if spec is not None and spec.origin:
+        text = _read(os.path.join(os.path.dirname(spec.origin), "_version.py")) or b""
+        found = re.search(rb'"version": "([^"]+)"', text)
+        if found:
+            return found.group(1).decode()
+    return start_numba().__version__
 
 
 @functools.lru_cache(maxsize=None)
@@ -174,6 +187,7 @@ def load(name, source):
     name = name[:40]
     modname, text = _entry(name, source)
     folder = _folder()
+    start_numba()
     start = time.perf_counter()
     warm = _is_warm(folder, text, modname)
     prof = _state.local.profiler
@@ -204,6 +218,41 @@ def load(name, source):
     return fn
 
 
+def load_native(name, source):
+    """The kernel of `source` as a kernels/native.py Entry, loaded from its native
+    file without Numba, or None where there is no usable one (the caller then
+    loads it with load())."""
+    key = (name, source, "native")
+    entry = _memory.get(key)
+    if entry is not None or os.environ.get("NUMBA_DISABLE_JIT", "0") != "0":
+        return entry  # (Numba's JIT disabled: kernels run as Python, the user asked so)
+    modname, text = _entry(name[:40], source)
+    folder = _folder()
+    data = _read(os.path.join(folder, modname + ".native"))
+    if data is None or _read(os.path.join(folder, modname + ".py")) != text:
+        return None
+    from . import native  # (ctypes, and llvmlite: only for a process that loads one)
+    entry = native.load(data)
+    if entry is not None:
+        _memory[key] = entry
+        _stats["disk_hits"] += 1
+    return entry
+
+
+def save_native(name, source, kernel):
+    """Write the native file of `kernel`, the kernel of `source` that load() gave,
+    where this process compiled it (kernels/native.py), for load_native(); whether
+    it was written."""
+    from . import native  # (see load_native)
+    try:
+        data = native.export(kernel)
+    except Exception:  # (an LLVM error: the kernel keeps loading through Numba)
+        data = None
+    if data is not None:
+        _write(_folder(), _entry(name[:40], source)[0], data, ".native")
+    return data is not None
+
+
 def _read(path):
     """The bytes of `path`, or None when it cannot be read. Bytes, not text: an
     entry with invalid bytes is simply stale, never a UnicodeDecodeError."""
@@ -224,10 +273,10 @@ def _is_warm(folder, text, modname):
     return any(n.startswith(modname + ".") and n.endswith(".nbi") for n in names)
 
 
-def _write(folder, modname, text):
-    """Make sure `<folder>/<modname>.py` holds `text`; return the folder it is in
-    (a temporary stand-in if `folder` cannot be created or written)."""
-    path = os.path.join(folder, modname + ".py")
+def _write(folder, modname, text, suffix=".py"):
+    """Make sure `<folder>/<modname><suffix>` holds `text`; return the folder it is
+    in (a temporary stand-in if `folder` cannot be created or written)."""
+    path = os.path.join(folder, modname + suffix)
     if _read(path) == text:
         return folder
     try:
@@ -243,7 +292,7 @@ def _write(folder, modname, text):
     except OSError as error:
         if folder in _unusable.values():
             raise  # the stand-in failed too: nothing left to fall back to
-        return _write(_give_up_on(folder, error), modname, text)
+        return _write(_give_up_on(folder, error), modname, text, suffix)
     return folder
 
 

@@ -296,6 +296,7 @@ def test_forward_only_capture_runs_its_backward_on_the_tape():
 
 
 SCRIPT = textwrap.dedent("""
+    import sys
     import numpy as np
     import jitgrad
     x = jitgrad.tensor(np.linspace(-2, 2, 16, dtype=np.float32), requires_grad=True)
@@ -310,12 +311,14 @@ SCRIPT = textwrap.dedent("""
     for _ in range(3):
         y = step(x)
     segs = step.entries()[0].program.forward_tape.segments
-    print(jitgrad.compile_stats()["kernels_compiled"], [s.executor for s in segs],
-          float(y), float(x.grad.sum()))
+    print(jitgrad.compile_stats()["kernels_compiled"], "numba" in sys.modules,
+          [s.executor for s in segs], float(y), float(x.grad.sum()))
 """)
 
 
 def test_a_second_process_compiles_nothing(tmp_path):
+    """...and, on Linux, loads the interpreter's native file (kernels/native.py)
+    without importing Numba, giving the first process's bits."""
     env = dict(os.environ, JITGRAD_CACHE_DIR=str(tmp_path))
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
 
@@ -323,12 +326,13 @@ def test_a_second_process_compiles_nothing(tmp_path):
         proc = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
                               text=True)
         assert proc.returncode == 0, proc.stderr
-        compiled, rest = proc.stdout.split(" ", 1)
-        return int(compiled), rest
-    first, out1 = run()
-    second, out2 = run()
+        compiled, numba_started, rest = proc.stdout.split(" ", 2)
+        return int(compiled), numba_started, rest
+    first, numba1, out1 = run()
+    second, numba2, out2 = run()
     assert first > 0 and second == 0
     assert out1 == out2 and "'scalar tape'" in out1
+    assert numba1 == "True" and numba2 == str(not sys.platform.startswith("linux"))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
