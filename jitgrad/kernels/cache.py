@@ -6,6 +6,8 @@ processes. So each kernel's source is written (atomically) to a real file
 under the cache folder, imported as a registered module, and compiled with
 `cache=True`. The file name carries a hash of the source and of the versions
 of jitgrad, numba and Python, so a new version never loads a stale kernel.
+A kernel may also have a native file beside its source (load_native,
+save_native: kernels/native.py), which a process loads without Numba.
 
 The cache heals: an entry that cannot be read, decoded or imported is
 recompiled and rewritten, and a folder that cannot be created or written
