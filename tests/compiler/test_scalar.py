@@ -1,6 +1,7 @@
 """The scalar tape executor (jitgrad/compiler/scalar.py): compiled steps on small
 tensors give eager mode's values and gradients, the tape really runs them, and
 a second process loads its interpreter from the disk cache."""
+import functools
 import gc
 import os
 import subprocess
@@ -13,7 +14,7 @@ import pytest
 import jitgrad
 from jitgrad.compiler import scalar
 from jitgrad.compiler.program import Ref
-from jitgrad.kernels import interp
+from jitgrad.kernels import cache, interp
 from jitgrad.ops.registry import FUNCTIONS, REGISTRY
 from jitgrad.testing import build
 
@@ -81,6 +82,17 @@ def test_w2_matches_eager_and_runs_on_the_scalar_tape(dtype):
     report = check_steps(w2, [np.linspace(-2, 2, 16, dtype=dtype)])
     # everything, the accumulation into .grad included, in one segment
     assert report.executors["forward"] == {scalar.NAME: (1, report.forward_ops)}
+
+
+def test_without_a_native_file_the_interpreter_runs_through_numba(monkeypatch):
+    """Where the interpreter's native file cannot be used (another system, a file
+    refused: kernels/native.py), it loads through Numba and gives the same steps."""
+    monkeypatch.setattr(scalar, "_interp", [])
+    monkeypatch.setattr(cache, "load_native", lambda name, source: None)
+    monkeypatch.setattr(cache, "save_native", lambda name, source, kernel: False)
+    report = check_steps(w2, [np.linspace(-2, 2, 16, dtype=np.float32)])
+    assert report.executors["forward"] == {scalar.NAME: (1, report.forward_ops)}
+    assert scalar._interp[0].func is functools.partial  # (Numba's entry point, bound)
 
 
 @pytest.mark.parametrize("ops", [40, 200])
