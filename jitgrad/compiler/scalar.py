@@ -851,7 +851,6 @@ def _runs(meta, instrs, keep, taken, reads, skip, table):
 
 _STORES = {F32: interp.STORE_F32, F64: interp.STORE_F64, BOOL: interp.STORE_BOOL,
            I64: interp.STORE_I64}
-_NO_OUTPUT = {dt: np.empty(0, dt) for dt in _STORES}
 
 
 class _Compiled:
@@ -881,9 +880,8 @@ class _Compiled:
         self.effects = [(s, None) if cells is None else
                         (s, place(cells, low.meta[s].dtype, low.meta[s].shape))
                         for s, cells in low.effects]
-        self.sizes = [(dt, n) for dt, n in sizes.items()]
+        self.sizes = list(sizes.items())
         self.filled = [k for k, (_, n) in enumerate(self.sizes) if n]
-        self.no_output = [_NO_OUTPUT[dt] for dt in _STORES]
         self.code = _optimize(np.concatenate([low.tape()] + stores), low.n)
         self.arena = np.zeros(low.n)
         for key, cell in low.consts.items():
@@ -910,7 +908,7 @@ class _Compiled:
         for s, v in views:
             v[...] = env[s]._data  # cast to float64 (bool: 0 or 1)
         interpret()
-        bufs = self.no_output[:]
+        bufs = outs[:]  # (an empty buffer stays as it is: nothing reads it)
         for k in self.filled:
             bufs[k] = outs[k].copy()  # (results outlive the run: the buffers are reused)
         self.pool.append(state)

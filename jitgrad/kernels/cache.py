@@ -228,10 +228,9 @@ def load_native(name, source):
     entry = _memory.get(key)
     if entry is not None or os.environ.get("NUMBA_DISABLE_JIT", "0") != "0":
         return entry  # (Numba's JIT disabled: kernels run as Python, the user asked so)
-    modname, text = _entry(name[:40], source)
-    folder = _folder()
-    data = _read(os.path.join(folder, modname + ".native"))
-    if data is None or _read(os.path.join(folder, modname + ".py")) != text:
+    # (the file's name hashes the source: no need to read the source's file back)
+    data = _read(os.path.join(_folder(), _entry(name[:40], source)[0] + ".native"))
+    if data is None:
         return None
     from . import native  # (ctypes, and llvmlite: only for a process that loads one)
     entry = native.load(data)
