@@ -30,6 +30,12 @@ class ExplainOutput:
         self.backward_ops = len(program.backward[3]) if program is not None and \
             program.backward is not None else 0
         self.executors = {"forward": fwd, "backward": bwd}
+        tapes = {} if program is None else {"forward": program.forward_tape}
+        if program is not None and program.backward is not None:
+            tapes["backward"] = program.backward_tape
+        # how each tape's large matrix products run (compiler/gemm.py, Ways), where chosen
+        self.products = {part: tape.ways.describe() for part, tape in tapes.items()
+                         if tape.ways is not None}
 
     def __str__(self):
         lines = [f"Graph Count: {self.graph_count}",
@@ -48,6 +54,8 @@ class ExplainOutput:
                 if ex:
                     lines.append(f"Executors ({part}): " + ", ".join(
                         f"{k}: {n} instructions in {s} steps" for k, (s, n) in ex.items()))
+            for part, way in self.products.items():
+                lines.append(f"Matrix products ({part}): {way}")
         if self.batch_dimension is not None:
             lines.append(f"Batch dimension (dynamic=True): {self.batch_dimension}")
         lines.append("Guards:")

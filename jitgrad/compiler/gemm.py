@@ -12,8 +12,18 @@ caller and jitgrad's worker threads (kernels/threads.py), which sleep between
 products (docs/performance.md, "Threads", has the measurements). As BLAS's
 own results between thread counts, the blocks' may differ from the whole
 product's in the last bits (BLAS has kernels of its own for small blocks).
+
+Which of the two is faster depends on the machine and on what else runs on it
+(docs/performance.md, "Matrix products in a compiled step"): on free cores
+OpenBLAS's threads, which spin between products and share their packed
+operands, took W3's step 6.4 ms against 8.1 in blocks on one machine; with
+another process busy on one of its two cores, 14.4 ms against 9.1. So each
+program tape with large products has a `Ways`, which times whole runs of the
+tape on each way in turn and runs the faster one, trying the other again now
+and then.
 """
 import functools
+import os
 
 import numpy as np
 
@@ -29,18 +39,20 @@ ALIGN = 16
 BLAS_TYPES = "fdFD"
 
 
-def matmul(a, b, out=None):
+def matmul(a, b, out=None, ways=None):
     """`a @ b` for 2-D numpy arrays, into `out` (a new C-ordered array if None)."""
-    return matmul_many([(a, b, out)])[0]
+    return matmul_many([(a, b, out)], ways)[0]
 
 
-def matmul_many(products):
+def matmul_many(products, ways=None):
     """[a @ b for each (a, b, out) of `products`], independent products of 2-D
     arrays, each into its `out` (a new C-ordered array if None): their blocks are
-    one batch, shared out by the size of each product."""
+    one batch, shared out by the size of each product. Where `ways` (a Ways, or
+    None for blocks) says BLAS's threads, each is one numpy call on those."""
     outs = [np.empty((a.shape[0], b.shape[1]), np.result_type(a, b)) if out is None else out
             for a, b, out in products]
-    if any(out.dtype.char not in BLAS_TYPES for out in outs) or not threads.blas_controllable():
+    if ways is not None and not ways.blocks or any(out.dtype.char not in BLAS_TYPES for out in outs) or \
+            not threads.blas_controllable():
         for (a, b, _), out in zip(products, outs):
             np.matmul(a, b, out=out)  # BLAS with its own threads (or no BLAS at all)
         return outs
@@ -72,3 +84,91 @@ def _blocks(a, b, out, blocks):
                 for s in range(0, size, step)]
     return [functools.partial(mm, a, b[:, s:s + step], out=out[:, s:s + step])
             for s in range(0, size, step)]
+
+
+def large(m, k, n):
+    """Whether an m x k by k x n product is cut in blocks (on two threads or more)."""
+    return threads.get_num_threads() > 1 and m * k * n >= 2 * MIN_BLOCK
+
+
+# JITGRAD_GEMM=blocks or =blas fixes the way of every compiled program's products
+# (read when a program is built); unset or "auto", each program times the two.
+_ENV = "JITGRAD_GEMM"
+WAYS = ("auto", "blocks", "blas")
+
+
+class Ways:
+    """Which way a program tape's products run: `blocks` (jitgrad's threads) or
+    not (BLAS's own threads), chosen by timing whole runs of the tape, since
+    each way also slows the kernels around the products in its own manner
+    (OpenBLAS's threads spin for a while after a product; jitgrad's sleep).
+
+    A trial times PHASE runs of the current way, then PHASE runs of the other,
+    the first run of each not counted (it pays for the switch), and keeps the
+    way with the lower median. A trial run slower than ABORT times the current
+    way's median ends the trial at once (OpenBLAS's threads, descheduled by
+    another process, can make a product 10-40 times slower). The next trial
+    comes WAIT runs later, twice as long after each trial that kept the way, up
+    to MAX_WAIT: the load of the machine changes, and a trial costs little
+    where the two ways are close and ends early where they are far apart. The
+    two ways may differ in the last bits of a product (BLAS cuts a product's
+    inner dimension in its own way per thread count); set JITGRAD_GEMM to fix
+    the way and keep the bits the same from run to run."""
+    PHASE = 6
+    ABORT = 3.0
+    WAIT = 50
+    MAX_WAIT = 3200
+    __slots__ = ("blocks", "fixed", "times", "trying", "best", "wait", "left", "trials")
+
+    def __init__(self, way=None):
+        way = way or os.environ.get(_ENV) or "auto"
+        if way not in WAYS:
+            raise RuntimeError(f"{_ENV} must be one of {', '.join(WAYS)}, got {way!r}")
+        self.fixed = way != "auto"
+        self.blocks = way != "blas"
+        self.times = []      # this phase's run times
+        self.trying = False  # whether this phase runs the other way
+        self.best = None     # the current way's median in its last phase
+        self.wait = self.WAIT
+        self.left = 0        # runs before the next trial
+        self.trials = 0
+
+    def record(self, seconds):
+        """Count one run of the tape, which took `seconds` on way `blocks`."""
+        if self.fixed:
+            return
+        if self.left:
+            self.left -= 1
+            return
+        times = self.times
+        times.append(seconds)
+        if self.trying and len(times) > 1 and seconds > self.ABORT * self.best:
+            self._end_trial(False)
+        elif len(times) == self.PHASE:
+            counted = sorted(times[1:])
+            median = counted[len(counted) // 2]
+            if self.trying:
+                self._end_trial(median < self.best)
+            else:
+                self.best, self.trying, self.blocks = median, True, not self.blocks
+                times.clear()
+
+    def _end_trial(self, won):
+        """Keep the other way if it `won`; else back to the current one."""
+        self.trials += 1
+        if won:
+            self.wait = self.WAIT
+        else:
+            self.blocks = not self.blocks
+            self.wait = min(2 * self.wait, self.MAX_WAIT)
+        self.trying, self.left = False, self.wait
+        self.times.clear()
+
+    def describe(self):
+        way = "blocks on jitgrad's threads" if self.blocks else "BLAS's own threads"
+        if self.fixed:
+            return f"{way} (set by {_ENV})"
+        if not self.trials:
+            return ("the faster, timed on the first runs, of blocks on jitgrad's threads and "
+                    "BLAS's own threads")
+        return f"{way} (the faster by timing; {self.trials} trials so far)"

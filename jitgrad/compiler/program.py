@@ -10,6 +10,7 @@ instructions and run them as compiled code; the rest run here, in Python.
 """
 import math
 import threading
+import time
 import warnings
 
 import numpy as np
@@ -18,11 +19,12 @@ from .. import _state
 from .._node import FREED_MESSAGE
 from ..autograd import engine
 from ..kernels.cache import background_compilation
+from ..kernels import threads
 from ..kernels.collector import paused_gc
 from ..ops.record import FunctionNode, node_class, record
 from ..tensor import Tensor
 from .deferred import Deferred
-from .gemm import matmul, matmul_many
+from . import gemm
 from .names import PURE
 
 
@@ -156,12 +158,15 @@ _MATMULS = ("matmul", "mm")
 _REBINDS = ("set_data",)  # changes which array a tensor holds: its views keep the old one
 
 
-def _product(a, b, a_t, b_t):
+def _product(a, b, a_t, b_t, ways=None):
     """matmul as a replay runs it: its checks cannot fail (shapes and dtypes are
-    guarded), so BLAS on the arrays, read through their transposes where a_t, b_t."""
+    guarded), so BLAS on the arrays, read through their transposes where a_t, b_t;
+    2-D products the way the tape's `ways` runs them (gemm.Ways; blocks if None)."""
     x, y = a._data, b._data
     x, y = x.T if a_t else x, y.T if b_t else y
-    return Tensor(matmul(x, y) if x.ndim == 2 == y.ndim else np.matmul(x, y))
+    if x.ndim == 2 == y.ndim:
+        return Tensor(gemm.matmul(x, y, ways=ways))
+    return Tensor(np.matmul(x, y))
 
 
 def _swaps(ins, meta):
@@ -173,12 +178,27 @@ def _swaps(ins, meta):
             and {a[1] % 2, a[2] % 2} == {0, 1})
 
 
-def _products(meta, instrs, taken):
+def _large_products(meta, instrs, free):
+    """Whether an instruction in `free` is a matmul of two 2-D CPU tensors large
+    enough to cut in blocks (where the tape's products have two ways to run)."""
+    for i in free:
+        ins = instrs[i]
+        if ins.name in _MATMULS and len(ins.args) == 2 and all(
+                type(a) is Ref and meta[a] is not None and len(meta[a].shape) == 2 and
+                meta[a].array_type is np.ndarray for a in ins.args):
+            (m, k), (_, n) = meta[ins.args[0]].shape, meta[ins.args[1]].shape
+            if gemm.large(m, k, n):
+                return True
+    return False
+
+
+def _products(meta, instrs, taken, ways=None):
     """`instrs` with each matmul of two CPU tensors that no executor took made a
     `_product` call that reads, for an operand the Python tier transposed, the
     tensor it transposed: a transpose then read by products only is not run (W5
-    made three, W3 five)."""
+    made three, W3 five). Each runs its 2-D products the way `ways` says."""
     out, made, rebinds = list(instrs), {}, []
+    kwargs = {} if ways is None else {"ways": ways}
     for i, ins in enumerate(instrs):
         if i not in taken and ins.name in _MATMULS and not ins.kwargs and \
                 len(ins.args) == 2 and type(ins.outs) is Ref and all(
@@ -196,7 +216,7 @@ def _products(meta, instrs, taken):
                     slot, flip = src, not flip
                     j = made.get(slot)
                 args += [Ref(slot), flip]
-            out[i] = Instr(_product, ins.name, (args[0], args[2], args[1], args[3]), {},
+            out[i] = Instr(_product, ins.name, (args[0], args[2], args[1], args[3]), kwargs,
                            ins.outs, False, None)
         if ins.inplace or ins.name in _REBINDS:
             rebinds.append(i)
@@ -292,7 +312,7 @@ def _operands(meta, ins, readers, keep):
     return read
 
 
-def _transposed_product(meta, ins, readers, keep):
+def _transposed_product(meta, ins, readers, keep, ways):
     """A step for product `ins` if its 2-D result is only read transposed (see
     _operands), else None: the same product, without a strided copy."""
     if not _read_transposed(meta, ins, readers, keep):
@@ -300,7 +320,7 @@ def _transposed_product(meta, ins, readers, keep):
     read, out = _operands(meta, ins, readers, keep), ins.outs
 
     def step(env):
-        env[out] = Tensor(matmul(*read(env)))
+        env[out] = Tensor(gemm.matmul(*read(env), ways=ways))
     return step
 
 
@@ -327,13 +347,13 @@ def _partner(meta, instrs, i, skip, taken):
     return None
 
 
-def _paired_products(meta, first, second, readers, keep):
+def _paired_products(meta, first, second, readers, keep, ways):
     """A step running products `first` and `second` (see _partner) as one call."""
     reads = [_operands(meta, ins, readers, keep) for ins in (first, second)]
     outs = first.outs, second.outs
 
     def step(env):
-        for out, result in zip(outs, matmul_many([read(env) for read in reads])):
+        for out, result in zip(outs, gemm.matmul_many([read(env) for read in reads], ways)):
             env[out] = Tensor(result)
     return step
 
@@ -409,8 +429,11 @@ class Tape:
         # What the passes below change is in no segment: a program the executors took
         # whole (W7's, 8,600 instructions) needs none of them.
         free = [i for i in range(len(instrs)) if i not in taken]
+        self.ways = None  # how the products run (gemm.Ways), where they have two ways
         if any(instrs[i].name in _MATMULS for i in free):
-            instrs = _products(meta, instrs, taken)
+            if not deferring and threads.blas_controllable() and _large_products(meta, instrs, free):
+                self.ways = gemm.Ways()
+            instrs = _products(meta, instrs, taken, self.ways)
         if any(instrs[i].name == "accumulate_grad" for i in free):
             instrs = _owned_gradients(meta, instrs, keep, taken)
         self.unused = unused(instrs, keep, {i for i, seg in taken.items() if i not in seg.skips}) \
@@ -435,10 +458,11 @@ class Tape:
                 not _matrix_product(meta, ins) else _partner(meta, instrs, i, self.unused, taken)
             if j is not None:
                 paired.add(j)
-                steps.append((_paired_products(meta, ins, instrs[j], readers, keep), (i, j)))
+                steps.append((_paired_products(meta, ins, instrs[j], readers, keep, self.ways),
+                              (i, j)))
             elif i not in self.unused and i not in paired:
                 steps.append((deferring_step(ins) if deferring else
-                              _transposed_product(meta, ins, readers, keep)
+                              _transposed_product(meta, ins, readers, keep, self.ways)
                               or python_step(ins), (i,)))
             i += 1
         for k, (_, done) in enumerate(steps):
@@ -463,10 +487,15 @@ class Tape:
                     env[s] = None
             deferred.fill()  # what the caller reads: results, values the backward saved
             return
+        ways = self.ways
+        if ways is not None:
+            start = time.perf_counter()
         for run, dead in self.steps:
             run(env)
             for s in dead:
                 env[s] = None
+        if ways is not None:
+            ways.record(time.perf_counter() - start)
 
     def describe(self):
         """Per executor: (segments, instructions)."""

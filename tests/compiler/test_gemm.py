@@ -135,3 +135,133 @@ def test_weight_gradients_become_grad_without_a_copy():
     instrs = program._owned_gradients(prog.meta, program._products(prog.meta, prog.instrs, {}),
                                       kept, {})
     assert not any(ins.fn is program._accumulate_owned for ins in instrs)
+
+
+# ---- which way a program's products run (gemm.Ways) ---------------------------------------------
+
+
+def _feed(ways, cost, runs):
+    """Record `runs` runs, each taking cost(blocks) seconds on the way it ran;
+    returns the ways the runs took."""
+    taken = []
+    for _ in range(runs):
+        taken.append(ways.blocks)
+        ways.record(cost(ways.blocks))
+    return taken
+
+
+def test_ways_keep_the_faster_way_and_try_the_other_less_often():
+    ways = gemm.Ways("auto")
+    assert ways.blocks  # blocks first: the way that holds up when cores are shared
+    taken = _feed(ways, lambda blocks: 8e-3 if blocks else 6e-3, 2 * gemm.Ways.PHASE)
+    assert taken == [True] * gemm.Ways.PHASE + [False] * gemm.Ways.PHASE
+    assert not ways.blocks and ways.trials == 1 and ways.wait == gemm.Ways.WAIT
+    # the next trial comes after WAIT runs, loses, and the one after comes twice as late
+    taken = _feed(ways, lambda blocks: 8e-3 if blocks else 6e-3,
+                  gemm.Ways.WAIT + 2 * gemm.Ways.PHASE)
+    assert taken.count(True) == gemm.Ways.PHASE and taken[-1] is True
+    assert not ways.blocks and ways.trials == 2 and ways.wait == 2 * gemm.Ways.WAIT
+    assert ways.describe() == "BLAS's own threads (the faster by timing; 2 trials so far)"
+
+
+def test_ways_follow_a_change_of_load():
+    ways = gemm.Ways("auto")
+    _feed(ways, lambda blocks: 8e-3 if blocks else 6e-3, 2 * gemm.Ways.PHASE)
+    assert not ways.blocks
+    # another process takes a core: BLAS's threads now lose, and the next trial shows it
+    _feed(ways, lambda blocks: 9e-3 if blocks else 14e-3, gemm.Ways.WAIT + 2 * gemm.Ways.PHASE)
+    assert ways.blocks and ways.wait == gemm.Ways.WAIT
+
+
+def test_a_trial_far_slower_ends_at_once():
+    ways = gemm.Ways("auto")
+    taken = _feed(ways, lambda blocks: 5e-3 if blocks else 0.2, gemm.Ways.PHASE + 2)
+    # the trial's first run is the switch's; its second, 40x slower, ends it
+    assert taken == [True] * gemm.Ways.PHASE + [False, False]
+    assert ways.blocks and ways.trials == 1 and ways.wait == 2 * gemm.Ways.WAIT
+
+
+@pytest.mark.parametrize("way, blocks", [("blocks", True), ("blas", False)])
+def test_jitgrad_gemm_fixes_the_way(monkeypatch, way, blocks):
+    monkeypatch.setenv("JITGRAD_GEMM", way)
+    ways = gemm.Ways()
+    _feed(ways, lambda b: 1e-3 if b != blocks else 1.0, 10 * gemm.Ways.PHASE)
+    assert ways.blocks is blocks and ways.trials == 0 and "set by JITGRAD_GEMM" in ways.describe()
+
+
+def test_jitgrad_gemm_rejects_an_unknown_way(monkeypatch):
+    monkeypatch.setenv("JITGRAD_GEMM", "fast")
+    with pytest.raises(RuntimeError, match="JITGRAD_GEMM must be one of auto, blocks, blas, got 'fast'"):
+        gemm.Ways()
+
+
+def _wide_mlp():
+    return nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 10))
+
+
+def _wide_step(seed):
+    """A compiled training step whose products are large enough to cut
+    (128 x 256 x 512), its two first (tracing) steps run, and an eager twin."""
+    jitgrad.manual_seed(0)
+    model_c, model_e = _wide_mlp(), _wide_mlp()
+    model_e.load_state_dict(model_c.state_dict())
+    opt_c, opt_e = (jitgrad.optim.SGD(m.parameters(), lr=0.1) for m in (model_c, model_e))
+    step = jitgrad.compile(_train)
+    rng = np.random.default_rng(seed)
+    x = jitgrad.tensor(rng.standard_normal((128, 256)).astype(np.float32))
+    y = jitgrad.tensor(rng.integers(0, 10, 128))
+    for _ in range(2):  # (the second step traces again: .grad is set now)
+        step(model_c, opt_c, x, y)
+        _train(model_e, opt_e, x, y)
+        step.wait()
+    return step, (model_c, opt_c, x, y), (model_e, opt_e, x, y)
+
+
+@pytest.mark.parametrize("blocks", [True, False])
+def test_a_program_runs_its_products_the_way_jitgrad_gemm_says(monkeypatch, blocks):
+    monkeypatch.setattr(threads, "get_num_threads", lambda: 2)  # (on a 1-core machine too)
+    monkeypatch.setenv("JITGRAD_GEMM", "blocks" if blocks else "blas")
+    step, compiled, eager = _wide_step(4)
+    entries = len(step.entries())
+    batches = []
+    run = threads.run_tasks
+    monkeypatch.setattr(threads, "run_tasks", lambda tasks, n=None: batches.append(len(tasks))
+                        or run(tasks, n))
+    for _ in range(3):
+        step(*compiled)
+        _train(*eager)
+    assert (len(batches) > 0) is blocks and len(step.entries()) == entries
+    for pc, pe in zip(compiled[0].parameters(), eager[0].parameters()):
+        np.testing.assert_allclose(pc.detach().numpy(), pe.detach().numpy(), rtol=1e-5, atol=1e-6)
+    way = "blocks on jitgrad's threads" if blocks else "BLAS's own threads"
+    assert f"Matrix products (forward): {way} (set by JITGRAD_GEMM)" in str(
+        jitgrad.compile.explain(step, *compiled))
+
+
+def test_a_program_times_its_runs_to_choose_the_way(monkeypatch):
+    """Without JITGRAD_GEMM, the runs of a program with large products are timed:
+    after a phase on blocks, a trial of BLAS's threads begins."""
+    monkeypatch.setattr(threads, "get_num_threads", lambda: 2)
+    monkeypatch.delenv("JITGRAD_GEMM", raising=False)
+    step, compiled, _ = _wide_step(5)
+    ways = step.entries()[-1].program.forward_tape.ways
+    assert ways is not None and ways.blocks and not ways.trying
+    for _ in range(gemm.Ways.PHASE):
+        step(*compiled)
+    assert ways.trying and not ways.blocks
+    assert "Matrix products (forward): the faster, timed on the first runs" in str(
+        jitgrad.compile.explain(step, *compiled))
+
+
+def test_small_products_have_one_way():
+    """The 64 x 80 x 128 MLP's products are one BLAS call each either way: no Ways."""
+    jitgrad.manual_seed(0)
+    model = _mlp()
+    opt = jitgrad.optim.SGD(model.parameters(), lr=0.1)
+    step = jitgrad.compile(_train)
+    x = jitgrad.randn(64, 80)
+    y = jitgrad.tensor(np.arange(64) % 48)
+    for _ in range(3):
+        step(model, opt, x, y)
+        step.wait()
+    assert step.entries()[-1].program.forward_tape.ways is None
