@@ -142,10 +142,12 @@ EXCEPTIONS = {
     "einsum": ("products at the float limits summed in another order (jitgrad contracts "
                "pairwise with matmul): one order overflows where the other does not",
                lambda v, where: np.abs(v) > np.sqrt(_fi(v).max)),
-    **{op: ("products at the float limits: torch's fused gemm scales and sums them in its own "
-            "order (jitgrad: matmul, then sums and scales), so one gives inf where the other gives "
-            "nan", lambda v, where: np.abs(v) > np.sqrt(_fi(v).max))
-       for op in ("addmm", "addbmm", "baddbmm")},
+    **{op: ("products at the float limits: torch's fused gemm (gemv for addmv; linear is addmm "
+            "with the bias) scales and sums them in its own order (jitgrad: matmul, then sums "
+            "and scales), so one gives inf or nan where the other gives a finite value; which "
+            "elements differ depends on the CPU's BLAS kernels (AVX-512 ones sum in other "
+            "blocks)", lambda v, where: np.abs(v) > np.sqrt(_fi(v).max))
+       for op in ("addmm", "addbmm", "baddbmm", "addmv", "nn.functional.linear")},
     "cdist": ("jitgrad's gradient is norm's: 0 where a distance overflows, and for p=1 "
               "sign(nan) = 0 at a NaN; torch's cdist kernel gives nan there",
               lambda v, where: np.isnan(v) | (np.abs(v) > np.sqrt(_fi(v).max))),
