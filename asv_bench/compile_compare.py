@@ -5,6 +5,7 @@ jax.jit, side by side in one run (workload definitions in workloads.py):
     python asv_bench/compile_compare.py --only W2,W7     # some rows (W6: the memory row)
     python asv_bench/compile_compare.py --quick          # smoke run: 3 samples, first call of one row
     python asv_bench/compile_compare.py --only W2 --no-first  # step times only (minutes)
+    python asv_bench/compile_compare.py --only W3 --alone     # each library alone on the cores
 
 What each implementation compiles (torch.compile and jax.jit as their users
 write a training step):
@@ -51,6 +52,13 @@ Tables:
            RSS counts every allocator alike (numpy's, torch's, XLA's);
            tracemalloc would see numpy's only. Needs Linux (/proc/self/clear_refs).
   ratios   each time / torch eager's and / jax.jit's (below 1: faster).
+  --alone  the time table measured another way: each sample is ALONE_S seconds of
+           steps, each step timed and the sample's median taken, after a pause
+           of SETTLE_S in which the other workers' threads fall asleep, and
+           OpenBLAS's threads keep their default wait (OPENBLAS_THREAD_TIMEOUT is
+           not set). So each library runs as in a process of its own, threads
+           spinning between products where their defaults say so, instead of
+           taking turns every 50 ms with the others. Implies --no-first.
 
 Every figure comes from a shared machine: compare ratios within one run and
 read them with the load average printed beside them.
@@ -102,14 +110,19 @@ RETRACES = 3     # calls a warm jitgrad.compile process may trace in before a co
 # ---- child processes ----------------------------------------------------------------------------
 
 
-def child_env(**extra):
+def child_env(alone=False, **extra):
     path = [ROOT] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])
     # The workers take turns on the same cores: OpenBLAS's threads (numpy's BLAS, in the
     # jitgrad workers) spin long after each product and would slow whichever worker runs
-    # next (docs/performance.md, "Two numpy processes on the same cores").
+    # next (docs/performance.md, "Two numpy processes on the same cores"). Alone, the
+    # pause before each sample lets them fall asleep instead.
+    blas = {} if alone else {"OPENBLAS_THREAD_TIMEOUT": "4"}
     return dict(os.environ, PYTHONPATH=os.pathsep.join(path), OMP_WAIT_POLICY="passive",
-                OPENBLAS_THREAD_TIMEOUT="4", JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
-                **extra)
+                JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0", **blas, **extra)
+
+
+ALONE_S = 1.0   # --alone: seconds of steps per sample
+SETTLE_S = 0.3  # --alone: pause before each sample
 
 
 def stop(proc):
@@ -243,6 +256,13 @@ def worker_main(impl):
                 case = None
                 gc.collect()
                 case, reply = build_checked(impl, request["row"])
+            elif request["op"] == "time" and request.get("per_step"):
+                n, steps = request["number"], []
+                for _ in range(n):
+                    t = time.perf_counter()
+                    case.step()
+                    steps.append(time.perf_counter() - t)
+                reply = {"s": statistics.median(steps)}
             elif request["op"] == "time":
                 n = request["number"]
                 t = time.perf_counter()
@@ -340,9 +360,10 @@ def not_available(reply, what, notes):
     return "n/a"
 
 
-def time_rows(rows, repeat, sample_s, timeout, notes):
-    """{row: {impl: median seconds or a str saying why there is none}}."""
-    env = child_env()
+def time_rows(rows, repeat, sample_s, timeout, notes, alone=False):
+    """{row: {impl: median seconds or a str saying why there is none}}; `alone`:
+    see --alone."""
+    env = child_env(alone)
     workers = {}
     table = {}
     for row in rows:
@@ -374,7 +395,9 @@ def time_rows(rows, repeat, sample_s, timeout, notes):
             for impl in order[r % len(order):] + order[:r % len(order)]:
                 if impl not in workers:
                     continue
-                reply = workers[impl].ask(timeout, op="time", number=built[impl])
+                if alone:
+                    time.sleep(SETTLE_S)
+                reply = workers[impl].ask(timeout, op="time", number=built[impl], per_step=alone)
                 if "s" in reply:
                     samples[impl].append(reply["s"])
                 elif reply.get("dead"):
@@ -530,6 +553,8 @@ def main():
                     "(default 240, --quick 120)")
     ap.add_argument("--no-first", action="store_true", help="skip the first-call table (fresh "
                     "processes with empty caches: most of a full run's time)")
+    ap.add_argument("--alone", action="store_true", help="time each library alone on the cores "
+                    "(longer samples after a pause, OpenBLAS's default wait); implies --no-first")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--first", nargs=2, help=argparse.SUPPRESS)
     ap.add_argument("--memory", help=argparse.SUPPRESS)
@@ -555,10 +580,14 @@ def main():
     started = time.perf_counter()
     header()
     notes = []
-    times = time_rows(rows, repeat, 0.02 if args.quick else 0.05, timeout, notes)
+    sample_s = ALONE_S if args.alone else 0.02 if args.quick else 0.05
+    if args.alone:
+        print(f"alone: samples of {ALONE_S} s (per-step medians) after {SETTLE_S} s pauses, "
+              "OpenBLAS's default wait")
+    times = time_rows(rows, repeat, sample_s, timeout, notes, args.alone)
     # A build that failed or took too long would do the same in a fresh process.
     skip = {(r, i): v for r, c in times.items() for i, v in c.items() if isinstance(v, str)}
-    firsts, seconds = ({}, {}) if args.no_first else first_calls(
+    firsts, seconds = ({}, {}) if args.no_first or args.alone else first_calls(
         rows[:1] if args.quick else rows, timeout, skip, notes)
     mem = memory(timeout, notes) if not only or "W6" in only else {}
     report(times, firsts, seconds, mem, notes)
