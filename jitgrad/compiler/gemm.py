@@ -59,7 +59,7 @@ def matmul_many(products, ways=None):
     sizes = [a.shape[0] * a.shape[1] * b.shape[1] for a, b, _ in products]
     # One block per thread: each block packs all of the other operand again (W3's step
     # took 10.9-11.3 ms in halves of its products, 11.4-11.7 ms in quarters).
-    blocks = min(threads.get_num_threads(), sum(sizes) // MIN_BLOCK)
+    blocks = _block_count(sum(sizes))
     with threads.one_blas_thread():
         if blocks < 2:
             for (a, b, _), out in zip(products, outs):
@@ -86,9 +86,15 @@ def _blocks(a, b, out, blocks):
             for s in range(0, size, step)]
 
 
+def _block_count(size):
+    """How many blocks products of `size` multiply-adds in all are cut into (below 2:
+    one call)."""
+    return min(threads.get_num_threads(), size // MIN_BLOCK)
+
+
 def large(m, k, n):
     """Whether an m x k by k x n product is cut in blocks (on two threads or more)."""
-    return threads.get_num_threads() > 1 and m * k * n >= 2 * MIN_BLOCK
+    return _block_count(m * k * n) >= 2
 
 
 # JITGRAD_GEMM=blocks or =blas fixes the way of every compiled program's products

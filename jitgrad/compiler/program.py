@@ -178,14 +178,19 @@ def _swaps(ins, meta):
             and {a[1] % 2, a[2] % 2} == {0, 1})
 
 
+def _host_matmul(meta, ins):
+    """Whether `ins` is a plain matmul of two CPU tensors (one result, no kwargs)."""
+    return ins.name in _MATMULS and not ins.kwargs and len(ins.args) == 2 and \
+        type(ins.outs) is Ref and all(type(a) is Ref and meta[a] is not None and
+                                      meta[a].array_type is np.ndarray for a in ins.args)
+
+
 def _large_products(meta, instrs, free):
     """Whether an instruction in `free` is a matmul of two 2-D CPU tensors large
     enough to cut in blocks (where the tape's products have two ways to run)."""
     for i in free:
         ins = instrs[i]
-        if ins.name in _MATMULS and len(ins.args) == 2 and all(
-                type(a) is Ref and meta[a] is not None and len(meta[a].shape) == 2 and
-                meta[a].array_type is np.ndarray for a in ins.args):
+        if _host_matmul(meta, ins) and all(len(meta[a].shape) == 2 for a in ins.args):
             (m, k), (_, n) = meta[ins.args[0]].shape, meta[ins.args[1]].shape
             if gemm.large(m, k, n):
                 return True
@@ -200,10 +205,7 @@ def _products(meta, instrs, taken, ways=None):
     out, made, rebinds = list(instrs), {}, []
     kwargs = {} if ways is None else {"ways": ways}
     for i, ins in enumerate(instrs):
-        if i not in taken and ins.name in _MATMULS and not ins.kwargs and \
-                len(ins.args) == 2 and type(ins.outs) is Ref and all(
-                    type(a) is Ref and meta[a] is not None and
-                    meta[a].array_type is np.ndarray for a in ins.args):
+        if i not in taken and _host_matmul(meta, ins):
             args = []
             for a in ins.args:
                 slot, flip = int(a), False
