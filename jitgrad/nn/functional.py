@@ -531,7 +531,10 @@ def _nll_loss_host(x, safe, w, valid, class_dim, reduction):
     """_nll_loss's value on numpy arrays: the same operations as the tensor ops of its
     other branch, in the same order and dtypes (so the same bits), without an op
     dispatch each, which on a batch of losses costs more than the work."""
-    picked = np.take_along_axis(x, np.expand_dims(safe, class_dim), class_dim).squeeze(class_dim)
+    if x.ndim == 2:  # (batch, classes): a third of take_along_axis's time
+        picked = x[np.arange(x.shape[0]), safe]
+    else:
+        picked = np.take_along_axis(x, np.expand_dims(safe, class_dim), class_dim).squeeze(class_dim)
     loss = -np.where(valid, picked, 0) * w
     if reduction == "none":
         return np.asarray(loss)

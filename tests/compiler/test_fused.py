@@ -431,6 +431,29 @@ def test_kernels_over_rows_split_between_passes_past_the_cost_bound(monkeypatch)
     assert any(s.stores for s in launches)
 
 
+@pytest.mark.parametrize("rows", [40, 600])
+def test_a_column_sum_gives_the_same_bits_on_any_number_of_threads(monkeypatch, rows):
+    """A column sum adds up in float64 per block of rows, and the blocks follow from
+    the shape alone: one below PARALLEL_MIN_ELEMENTS (one thread runs it), else
+    ROW_BLOCKS. So w.grad and b.grad are the same bits on 1 thread and on 3."""
+    x, w, b = leaves(("col-threads", rows), [(rows, 512), (512,), (512,)])
+    spread, blocks, grads = fused._spread, [], []
+    monkeypatch.setattr(fused, "_spread", lambda kernel, n, nb, head, args: (
+        blocks.append(nb), spread(kernel, n, nb, head, args)))
+    for threads in (1, 3):
+        monkeypatch.setattr(fused, "get_num_threads", lambda: threads)
+        leaves_ = [jitgrad.tensor(a, requires_grad=True) for a in (x, w, b)]
+        compiled = jitgrad.compile(layer_norm_step, mode="max-autotune")
+        for _ in range(2):
+            compiled(*leaves_)
+        grads.append([t.grad.numpy().copy() for t in leaves_])
+    large = rows * 512 >= fused.PARALLEL_MIN_ELEMENTS
+    (nb,) = set(blocks)  # the launch of the forward and backward pass: one kernel
+    assert 1 < nb <= fused.ROW_BLOCKS if large else nb == 1
+    for one, three in zip(*grads):
+        np.testing.assert_array_equal(one, three)
+
+
 def test_the_trace_frees_what_eager_mode_frees():
     """The first call runs the step eagerly while recording: it keeps no intermediate
     alive that eager mode would free, and the backward's derivatives build no graph."""
