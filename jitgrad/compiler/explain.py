@@ -30,12 +30,10 @@ class ExplainOutput:
         self.backward_ops = len(program.backward[3]) if program is not None and \
             program.backward is not None else 0
         self.executors = {"forward": fwd, "backward": bwd}
-        tapes = {} if program is None else {"forward": program.forward_tape}
-        if program is not None and program.backward is not None:
-            tapes["backward"] = program.backward_tape
         # how each tape's large matrix products run (compiler/gemm.py, Ways), where chosen
-        self.products = {part: tape.ways.describe() for part, tape in tapes.items()
-                         if tape.ways is not None}
+        tapes = () if program is None else zip(("forward", "backward"), program.tapes())
+        self.products = {part: tape.ways.describe() for part, tape in tapes
+                         if tape is not None and tape.ways is not None}
 
     def __str__(self):
         lines = [f"Graph Count: {self.graph_count}",

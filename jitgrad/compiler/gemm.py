@@ -51,8 +51,8 @@ def matmul_many(products, ways=None):
     None for blocks) says BLAS's threads, each is one numpy call on those."""
     outs = [np.empty((a.shape[0], b.shape[1]), np.result_type(a, b)) if out is None else out
             for a, b, out in products]
-    if ways is not None and not ways.blocks or any(out.dtype.char not in BLAS_TYPES for out in outs) or \
-            not threads.blas_controllable():
+    if ways is not None and not ways.blocks or not threads.blas_controllable() or \
+            any(out.dtype.char not in BLAS_TYPES for out in outs):
         for (a, b, _), out in zip(products, outs):
             np.matmul(a, b, out=out)  # BLAS with its own threads (or no BLAS at all)
         return outs

@@ -433,7 +433,8 @@ class Tape:
         free = [i for i in range(len(instrs)) if i not in taken]
         self.ways = None  # how the products run (gemm.Ways), where they have two ways
         if any(instrs[i].name in _MATMULS for i in free):
-            if not deferring and threads.blas_controllable() and _large_products(meta, instrs, free):
+            if not deferring and threads.blas_controllable() and \
+                    _large_products(meta, instrs, free):
                 self.ways = gemm.Ways()
             instrs = _products(meta, instrs, taken, self.ways)
         if any(instrs[i].name == "accumulate_grad" for i in free):

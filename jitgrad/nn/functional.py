@@ -534,7 +534,8 @@ def _nll_loss_host(x, safe, w, valid, class_dim, reduction):
     if x.ndim == 2:  # (batch, classes): a third of take_along_axis's time
         picked = x[np.arange(x.shape[0]), safe]
     else:
-        picked = np.take_along_axis(x, np.expand_dims(safe, class_dim), class_dim).squeeze(class_dim)
+        picked = np.take_along_axis(x, np.expand_dims(safe, class_dim),
+                                    class_dim).squeeze(class_dim)
     loss = -np.where(valid, picked, 0) * w
     if reduction == "none":
         return np.asarray(loss)
