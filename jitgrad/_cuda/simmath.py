@@ -1,9 +1,10 @@
-"""`math` for kernels run by Numba's CUDA simulator.
+"""`math` for kernels run as Python: by Numba's CUDA simulator, or anywhere
+with NUMBA_DISABLE_JIT=1 (kernels/source.py header).
 
-On a GPU, `math.exp(1000.0)` in a kernel is inf and `math.log(-1.0)` is nan;
-the simulator runs kernels as Python, whose `math` raises instead. These
-numpy versions give the GPU's (IEEE) results, so simulated kernels behave
-like real ones at the edges."""
+In compiled code, on a GPU or a CPU, `math.exp(1000.0)` is inf and
+`math.log(-1.0)` is nan; Python's `math` raises instead. These numpy
+versions give the compiled (IEEE) results, so kernels run as Python behave
+like compiled ones at the edges."""
 import types
 
 import numpy as np

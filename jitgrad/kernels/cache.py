@@ -31,6 +31,7 @@ import warnings
 from .. import _state
 from . import threads
 from .collector import paused_gc
+from .expr import jit_disabled
 from .._version import __version__
 from .pool import clear_pool
 
@@ -226,7 +227,7 @@ def load_native(name, source):
     loads it with load())."""
     key = (name, source, "native")
     entry = _memory.get(key)
-    if entry is not None or os.environ.get("NUMBA_DISABLE_JIT", "0") != "0":
+    if entry is not None or jit_disabled():
         return entry  # (Numba's JIT disabled: kernels run as Python, the user asked so)
     # (the file's name hashes the source: no need to read the source's file back)
     data = _read(os.path.join(_folder(), _entry(name[:40], source)[0] + ".native"))

@@ -40,7 +40,7 @@ def ufunc(name, args, body, arg_dtypes, compute_dtype, out_dtype, prefix=None, i
         sig = "{}({})".format(NUMBA_TYPE[out_dtype.name],
                               ", ".join(NUMBA_TYPE[d.name] for d in arg_dtypes))
         return (
-            header(code) +
+            header(code, "ufunc") +
             f"T = np.{compute_dtype.name}\n\n\n"
             f"@numba.vectorize([{sig!r}], cache=True)\n"
             f"def kernel({', '.join(args)}):\n"

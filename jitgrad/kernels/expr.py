@@ -123,11 +123,19 @@ def vmath_source_hash():
         return ""
 
 
+def jit_disabled():
+    """Whether Numba's JIT is disabled (NUMBA_DISABLE_JIT=1, Numba's switch for
+    debugging): its @njit functions, kernels and vmath's alike, then run as Python."""
+    return os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0")
+
+
 def vmath_functions():
     """(name -> (f32 name, f64 name), source hash) of kernels/vmath.py, or ({}, "")
-    when switched off with JITGRAD_VMATH=0."""
+    when switched off with JITGRAD_VMATH=0, or with Numba's JIT disabled: a
+    @vectorize kernel, which Numba compiles all the same, cannot call vmath's
+    functions once they are plain Python."""
     if not _vmath:
-        if os.environ.get("JITGRAD_VMATH", "1") == "0":
+        if os.environ.get("JITGRAD_VMATH", "1") == "0" or jit_disabled():
             _vmath.append(({}, ""))
         else:
             _vmath.append((vmath_names(), vmath_source_hash()))

@@ -9,7 +9,7 @@ backward, JVP, fused, optimizer; CPU and CUDA) is written from these pieces.
 - the length rule of flat kernels (length_guard in compiled CPU code,
   check_lengths on the host before a CUDA launch).
 """
-from .expr import vmath_functions
+from .expr import jit_disabled, vmath_functions
 
 NUMBA_TYPE = {"float16": "float16", "float32": "float32", "float64": "float64", "int8": "int8",
               "int16": "int16", "int32": "int32", "int64": "int64", "uint8": "uint8",
@@ -32,14 +32,17 @@ def scalar_type(dtype_name):
 
 
 def header(code="", target="serial", simulated=False):
-    """Import lines of a generated module for `target`; `code` is scanned for the
-    vmath functions it calls (the vmath hash in the header rebuilds a cached
-    kernel when vmath changes). Under the CUDA simulator, `math` is simmath
-    (numpy semantics: inf/nan instead of Python's exceptions)."""
+    """Import lines of a generated module for `target` ("ufunc" for a @vectorize
+    module, which Numba compiles even with its JIT disabled); `code` is scanned
+    for the vmath functions it calls (the vmath hash in the header rebuilds a
+    cached kernel when vmath changes). Where kernels run as Python (the CUDA
+    simulator, NUMBA_DISABLE_JIT=1), `math` is simmath: numpy's semantics,
+    inf/nan as in compiled code instead of Python's exceptions."""
+    as_python = simulated if target == "cuda" else target != "ufunc" and jit_disabled()
+    math = "from jitgrad._cuda.simmath import math" if as_python else "import math"
     if target == "cuda":
-        math = "from jitgrad._cuda.simmath import math" if simulated else "import math"
         return f"{math}\nimport numba\nimport numpy as np\nfrom numba import cuda\n"
-    lines = ["import math", "import numba", "import numpy as np"]
+    lines = [math, "import numba", "import numpy as np"]
     if "_vm." in code:
         lines.append(f"from jitgrad.kernels import vmath as _vm  # vmath {vmath_functions()[1]}")
     return "\n".join(lines) + "\n"

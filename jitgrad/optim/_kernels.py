@@ -25,6 +25,7 @@ import numpy as np
 
 from .. import backend
 from ..kernels import cache
+from ..kernels.expr import jit_disabled
 from ..kernels.source import NUMBA_TYPE, array_type, check_lengths, flat_kernel, header
 
 _kernels = {}  # (optimizer, flags..., dtype) -> compiled kernel
@@ -56,6 +57,12 @@ def fma(x, y, z):
     return x * y + z
 
 
+""", "python": """
+
+def fma(x, y, z):  # (Numba's JIT disabled: two roundings, as under the CUDA simulator)
+    return x * y + z
+
+
 """}
 
 
@@ -72,7 +79,8 @@ def _source(args, loops, dtype, prelude=(), cuda=False):
     lines = flat_kernel(target, [a for a, _ in args], [types[k] for _, k in args], loops,
                         [a for a, k in args if k == "a" and a != "p"], "optimizer kernel",
                         setup=["n = p.shape[0]"], prelude=prelude)
-    return header("", target) + _FMA["cuda" if cuda else "cpu"] + "\n".join(lines) + "\n"
+    fma = "cuda" if cuda else "python" if jit_disabled() else "cpu"
+    return header("", target) + _FMA[fma] + "\n".join(lines) + "\n"
 
 
 def _load(key, name, source):
