@@ -740,7 +740,7 @@ def _gelu(low, x, approximate="none"):
 _VIEWS = frozenset((
     "reshape", "view", "narrow", "select", "getitem", "expand", "expand_as", "broadcast_to",
     "unbind", "squeeze", "unsqueeze", "transpose", "permute", "t", "flatten", "contiguous",
-    "split", "chunk"))
+    "split", "chunk", "diagonal"))
 _MOVES = _VIEWS | {"stack", "cat", "flip", "clone"}
 
 _RULES = {

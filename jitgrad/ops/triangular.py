@@ -1,14 +1,14 @@
 """Parts of matrices: tril, triu, diagonal, diag, trace. tril and triu mask a
-copy (linear, their own backward); the diagonals are composed of indexing, so
-their gradients are indexing's."""
+copy (linear, their own backward); diagonal is a view whose gradient is made of
+indexing's backward."""
 import numpy as np
 
 from ..tensor import Tensor, wrap_dim
 from .creation import zeros_as
-from .indexing import getitem, index_put
+from .indexing import index_put, index_put_zeros
 from .reduce import sum as _sum
 from .registry import Arg, Sample, op
-from .views import permute
+from .views import make_view, permute
 
 
 def _matrices(x, who):
@@ -52,25 +52,50 @@ def _diagonal_key(n_rows, n_cols, offset, like):
     return steps + start_row, steps + start_col
 
 
-@op(method=True, export=True, samples=(Sample(Arg(3, 4)), Sample(Arg(2, 3, 4), 1, 0, 2)))
+def _diagonal_backward(node, g):
+    """zeros of the input's shape with g on the diagonal (torch's diagonal_backward),
+    made of indexing's backward, so differentiable again."""
+    offset, a, b, shape = node._attrs
+    order = [d for d in range(len(shape)) if d not in (a, b)] + [a, b]
+    rows, cols = _diagonal_key(shape[a], shape[b], offset, g._data)
+    moved = index_put_zeros(g, tuple(shape[d] for d in order), (Ellipsis, rows, cols))
+    return (permute(moved, tuple(int(d) for d in np.argsort(order))),)
+
+
+@op("DiagonalBackward0", backward=_diagonal_backward,
+    linear=lambda batch, offset, a, b, shape: (offset, batch.dim(a), batch.dim(b)),
+    method=True, export=True,
+    samples=(Sample(Arg(3, 4)), Sample(Arg(2, 3, 4), 1, 0, 2), Sample(Arg(3, 4), -1)))
 def diagonal(x, offset=0, dim1=0, dim2=1):
     """The `offset`-th diagonal of the matrices over dims (dim1, dim2), as the
-    last dim (a copy; torch returns a view).
+    last dim: a view, as torch's (writing to it writes to x).
 
     >>> import jitgrad
-    >>> jitgrad.arange(9).reshape(3, 3).diagonal(1)
-    tensor([1, 5])
+    >>> m = jitgrad.zeros(3, 3)
+    >>> m.diagonal(1).fill_(5.0)
+    tensor([5., 5.])
+    >>> m
+    tensor([[0., 5., 0.],
+            [0., 0., 5.],
+            [0., 0., 0.]])
     """
-    nd = x._data.ndim
-    a, b = wrap_dim(dim1, nd), wrap_dim(dim2, nd)
+    return _diagonal(x, offset, dim1, dim2, view=True)
+
+
+def _diagonal(x, offset, dim1, dim2, view):
+    """diagonal's result: a view of x, or (diag of a matrix, torch's diagonal_copy)
+    a new tensor."""
+    d = x._data
+    a, b = wrap_dim(dim1, d.ndim), wrap_dim(dim2, d.ndim)
     if a == b:
         raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
-    moved = permute(x, [d for d in range(nd) if d not in (a, b)] + [a, b])
-    rows, cols = _diagonal_key(x._data.shape[a], x._data.shape[b], offset, x._data)
-    return getitem(moved, (Ellipsis, rows, cols))
-
-
-_diagonal_of = diagonal  # diag's argument `diagonal` hides the function
+    arr = np.diagonal(d, offset, a, b)
+    attrs = (offset, a, b, d.shape)
+    if not view:
+        return diagonal.op.emit(Tensor(arr.copy()), (x,), attrs, node="DiagonalBackward0_copy")
+    if type(arr) is np.ndarray and d.flags.writeable:
+        arr.flags.writeable = True  # numpy's diagonal view is read-only, torch's is not
+    return diagonal.op.emit(make_view(x, arr, diagonal, (offset, a, b)), (x,), attrs)
 
 
 @op(method=True, export=True, samples=(Sample(Arg(3)), Sample(Arg(3), -1), Sample(Arg(3, 4), 1)))
@@ -85,7 +110,7 @@ def diag(x, diagonal=0):
     """
     nd = x._data.ndim
     if nd == 2:
-        return _diagonal_of(x, diagonal)
+        return _diagonal(x, diagonal, 0, 1, view=False)
     if nd != 1:
         raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {nd}D")
     n = x._data.shape[0] + abs(diagonal)

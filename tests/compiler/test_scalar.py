@@ -240,21 +240,41 @@ def test_dtype_casts_and_mixed_dtypes():
     check_steps(step, [np.linspace(-1, 1, 5, dtype=np.float32), np.linspace(1, 2, 5)])
 
 
-def test_a_view_changed_in_place_stays_in_python():
+@pytest.mark.parametrize("view", [lambda y: y[1:3], lambda y: y.reshape(3, 3).diagonal(1)],
+                         ids=["getitem", "diagonal"])
+def test_a_view_changed_in_place_stays_in_python(view):
     def step(x):
         y = x * 2
-        v = y[1:3]
+        v = view(y)
         v.mul_(3)  # changes y too, eagerly
         return (y * y).sum(), y
-    x = jitgrad.tensor(np.linspace(-1, 1, 5, dtype=np.float32))
+    x = jitgrad.tensor(np.linspace(-1, 1, 9, dtype=np.float32))
     f = jitgrad.compile(step, mode="max-autotune")  # the tape is built before replays
     f(x)
     for want, got in zip(step(x), f(x)):
         assert_close(got._data, want._data)
     prog = f.entries()[0].program
     for ins, claimed in zip(prog.instrs, _claimed(prog)):
-        if ins.name == "getitem" or ins.inplace:
+        if ins.name in ("getitem", "reshape", "diagonal") or ins.inplace:
             assert not claimed
+
+
+def test_a_diagonal_that_is_only_read_is_lowered():
+    def step(x):
+        x.grad = None
+        loss = (x.reshape(3, 3).diagonal(-1).exp() * 2).sum()
+        loss.backward()
+        return loss
+    x = jitgrad.tensor(np.linspace(-1, 1, 9), requires_grad=True)
+    f = jitgrad.compile(step, mode="max-autotune")
+    want, want_grad = step(x), x.grad
+    f(x)
+    got = f(x)
+    assert_close(got._data, want._data)
+    assert_close(x.grad._data, want_grad._data)
+    prog = f.entries()[0].program
+    assert any(ins.name == "diagonal" and claimed
+               for ins, claimed in zip(prog.instrs, _claimed(prog)))
 
 
 def _claimed(prog):
