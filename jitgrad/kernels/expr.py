@@ -22,6 +22,7 @@ MATH = {
     "exp2": "math.pow(T(2.0), {0})",
     "log": "math.log({0})",
     "log2": "math.log2({0})",
+    "log10": "math.log10({0})",
     "log1p": "math.log1p({0})",
     "expm1": "math.expm1({0})",
     "sqrt": "math.sqrt({0})",
@@ -181,7 +182,8 @@ def to_scalar_code(body, rename=None, dtype=None):
 # numpy function: formulas using it are compiled at once.
 NUMPY_MATH = {
     "exp": "np.exp({0})", "exp2": "np.exp2({0})", "log": "np.log({0})",
-    "log2": "np.log2({0})", "log1p": "np.log1p({0})", "expm1": "np.expm1({0})",
+    "log2": "np.log2({0})", "log10": "np.log10({0})",
+    "log1p": "np.log1p({0})", "expm1": "np.expm1({0})",
     "sqrt": "np.sqrt({0})", "sin": "np.sin({0})", "cos": "np.cos({0})", "tan": "np.tan({0})",
     "asin": "np.arcsin({0})", "acos": "np.arccos({0})", "atan": "np.arctan({0})",
     "sinh": "np.sinh({0})", "cosh": "np.cosh({0})", "tanh": "np.tanh({0})",

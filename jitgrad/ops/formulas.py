@@ -21,12 +21,14 @@ _op_ = functools.partial(_op, inplace=True)
 
 _XY = ("x", "y")
 LN2 = "0.6931471805599453"
+LN10 = "2.302585092994046"
 
 # ---- unary, floating (integer inputs compute in the default float dtype) --------
 exp = _op_("exp", out="exp(x)", x="out")
 exp2 = _op_("exp2", out="exp2(x)", x=f"out * {LN2}")
 log = _op_("log", out="log(x)", x="1 / x", domain=(0.1, 3.0))
 log2 = _op_("log2", out="log2(x)", x=f"1 / (x * {LN2})", domain=(0.1, 3.0))
+log10 = _op_("log10", out="log10(x)", x=f"1 / (x * {LN10})", domain=(0.1, 3.0))
 log1p = _op_("log1p", out="log1p(x)", x="1 / (1 + x)", domain=(-0.9, 3.0),
              node_names={(True,): "Log1PBackward0"})
 expm1 = _op_("expm1", out="expm1(x)", x="out + 1")
@@ -242,6 +244,6 @@ def _fma(a, b, c):
 
 # The formula names as functions of Tensors, for double backward.
 vars(FORMULA_FUNCTIONS).update(
-    exp=exp, exp2=exp2, log=log, log2=log2, log1p=log1p, expm1=expm1, sqrt=sqrt, sin=sin,
+    exp=exp, exp2=exp2, log=log, log2=log2, log10=log10, log1p=log1p, expm1=expm1, sqrt=sqrt, sin=sin,
     cos=cos, tan=tan, asin=asin, acos=acos, atan=atan, sinh=sinh, cosh=cosh, tanh=tanh,
     erf=erf, atan2=atan2, abs=abs, sign=sign, where=where, fma=_fma)

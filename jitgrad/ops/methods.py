@@ -7,8 +7,8 @@ from .. import dtypes as _dt
 from ..tensor import Tensor, asarray, check_device, device as _device
 from . import formulas as E
 from . import inplace as I
-from . import (compare, convert, creation, einsum, indexing, join, legacy, linalg, nn, rearrange,
-               reduce, rounding, sorting, triangular, views)
+from . import (compare, convert, creation, einsum, indexing, join, legacy, linalg, nn, padding,
+               rearrange, reduce, rounding, sorting, triangular, views)
 from .keywords import accept_aliases
 from .registry import API_BUILT, OPS, REGISTRY, Arg, Sample, op
 
@@ -194,8 +194,8 @@ def _inplace_method(op):
 
 
 # The modules whose declarations (registry.OPS) the tables below read; imported for that.
-_DECLARING = (compare, einsum, indexing, join, linalg, nn, rearrange, reduce, rounding, sorting,
-              triangular)
+_DECLARING = (compare, einsum, indexing, join, linalg, nn, padding, rearrange, reduce, rounding,
+              sorting, triangular)
 
 
 def _inplace_op_method(fn):

@@ -21,7 +21,7 @@ TAKES_OUT = frozenset("""
     bitwise_not bitwise_or bitwise_xor bmm bucketize cat ceil clamp clamp_max clamp_min clip
     concat concatenate cos cosh cumprod cumsum diag div divide dot empty eq erf exp exp2 expm1
     eye fix floor frac full gather ge greater greater_equal gt index_select isneginf isposinf
-    le lerp less less_equal linspace log log1p log2 log_softmax logical_and logical_not
+    le lerp less less_equal linspace log log10 log1p log2 log_softmax logical_and logical_not
     logical_or logical_xor logsumexp lt masked_select matmul max maximum mean min minimum mm
     mul multinomial multiply nan_to_num ne neg negative nonzero norm normal not_equal ones
     outer pow prod rand randint randn randperm reciprocal round rsqrt scatter scatter_add
