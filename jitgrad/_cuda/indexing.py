@@ -4,6 +4,8 @@ registered as their numpy functions and DeviceArray's advanced __getitem__ and
 __setitem__ (array.py `implements`)."""
 import numpy as np
 
+from .. import _determinism
+from ..backend import cpu as host_backend
 from . import kernels as K
 from .array import (DeviceArray, c_strides, check_devices, empty, full, host_call,
                     implements, launch_elementwise, scalarize)
@@ -124,7 +126,7 @@ def _add_at(dst, index, values, out=None):
     (the backward of indexing and index_select) with atomics; other forms on the host."""
     check_devices([index, values])
     idxs = _advanced_key(dst, index) if isinstance(dst, DeviceArray) and \
-        dst.dtype.kind == "f" else None
+        dst.dtype.kind == "f" and not _determinism.enabled() else None
     if idxs is None:
         return host_call("add.at", np.add.at, (dst, index, values), {})
     idx, view, dim, shape = _advanced(dst, idxs)
@@ -132,7 +134,10 @@ def _add_at(dst, index, values, out=None):
 
 
 def scatter_add(dst, dim, index, src):
-    """dst[..., index[p], ...] += src[p] along `dim` (torch's scatter_add_)."""
+    """dst[..., index[p], ...] += src[p] along `dim` (torch's scatter_add_). Floats
+    add with atomics, in no fixed order: on the host under use_deterministic_algorithms."""
+    if dst.dtype.kind in "fc" and _determinism.enabled():
+        return host_call("scatter_add", host_backend.scatter_add, (dst, dim, index, src), {})
     _indexed("scatter_add", src, index, dst, dim % dst.ndim)
 
 

@@ -27,6 +27,7 @@ import os
 
 import numpy as np
 
+from .. import _determinism
 from ..kernels import threads
 
 # A block does at least this many multiply-adds (some 80 us on one core): a worker
@@ -124,7 +125,7 @@ class Ways:
     ABORT = 3.0
     WAIT = 50
     MAX_WAIT = 3200
-    __slots__ = ("blocks", "fixed", "times", "trying", "best", "wait", "left", "trials")
+    __slots__ = ("blocks", "fixed", "times", "trying", "best", "wait", "left", "trials", "by")
 
     def __init__(self, way=None):
         way = way or os.environ.get(_ENV) or "auto"
@@ -132,6 +133,9 @@ class Ways:
             raise RuntimeError(f"{_ENV} must be one of {', '.join(WAYS)}, got {way!r}")
         self.fixed = way != "auto"
         self.blocks = way != "blas"
+        self.by = _ENV
+        if not self.fixed and _determinism.enabled():
+            self._deterministic()
         self.times = []      # this phase's run times
         self.trying = False  # whether this phase runs the other way
         self.best = None     # the current way's median in its last phase
@@ -142,6 +146,9 @@ class Ways:
     def record(self, seconds):
         """Count one run of the tape, which took `seconds` on way `blocks`."""
         if self.fixed:
+            return
+        if _determinism.enabled():
+            self._deterministic()
             return
         if self.left:
             self.left -= 1
@@ -159,6 +166,11 @@ class Ways:
                 self.best, self.trying, self.blocks = median, True, not self.blocks
                 times.clear()
 
+    def _deterministic(self):
+        """use_deterministic_algorithms: eager mode's way (one numpy call on BLAS's
+        threads) from the next run on, for good."""
+        self.fixed, self.blocks, self.by = True, False, "use_deterministic_algorithms"
+
     def _end_trial(self, won):
         """Keep the other way if it `won`; else back to the current one."""
         self.trials += 1
@@ -173,7 +185,7 @@ class Ways:
     def describe(self):
         way = "blocks on jitgrad's threads" if self.blocks else "BLAS's own threads"
         if self.fixed:
-            return f"{way} (set by {_ENV})"
+            return f"{way} (set by {self.by})"
         if not self.trials:
             return ("the faster, timed on the first runs, of blocks on jitgrad's threads and "
                     "BLAS's own threads")

@@ -643,3 +643,40 @@ def test_mask_and_multi_index_get_set_and_backward(device):
     _close(w, tw)
     with pytest.raises(IndexError, match="out of bounds"):
         x[jitgrad.tensor([0, 5], device=device)]
+
+
+def test_float_scatter_adds_run_on_the_host_under_use_deterministic_algorithms(device):
+    """CUDA's float scatter-add (the backward of gather) adds with atomics in no fixed
+    order; under the switch it runs on the host, in index order."""
+    import warnings
+    th = helpers.require_torch()
+    arr = np.arange(12.0, dtype=np.float32).reshape(3, 4) / 7
+    index = np.array([[0, 0, 3], [1, 1, 1], [2, 0, 2]])
+    x, tx = _pair(arr, device)
+    before = jitgrad.cuda.host_fallbacks().get("scatter_add", 0) if device == "cuda" else None
+    jitgrad.use_deterministic_algorithms(True)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (the host fallback's one warning)
+            (x.gather(1, jitgrad.tensor(index, device=device)) * 3).sum().backward()
+    finally:
+        jitgrad.use_deterministic_algorithms(False)
+    (tx.gather(1, th.tensor(index)) * 3).sum().backward()
+    _close(x.grad, tx.grad)
+    if before is not None:
+        assert jitgrad.cuda.host_fallbacks()["scatter_add"] == before + 1
+
+
+@pytest.mark.parametrize("mode, pad", [("constant", (1, -1, 2, 0)), ("reflect", (2, 1)),
+                                       ("circular", (1, 2))])
+def test_pad_matches_torch(device, mode, pad):
+    th = helpers.require_torch()
+    arr = np.arange(24.0, dtype=np.float32).reshape(2, 3, 4) / 5
+    x, tx = _pair(arr, device)
+    y = jitgrad.nn.functional.pad(x, pad, mode=mode)
+    ty = th.nn.functional.pad(tx, pad, mode=mode)
+    assert y.device.type == device
+    _close(y, ty)
+    (y * y).sum().backward()
+    (ty * ty).sum().backward()
+    _close(x.grad, tx.grad)
