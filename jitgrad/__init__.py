@@ -28,7 +28,7 @@ from .kernels.threads import get_num_threads, set_num_threads
 from ._determinism import (are_deterministic_algorithms_enabled,
                            is_deterministic_algorithms_warn_only_enabled,
                            use_deterministic_algorithms)
-from . import accelerator, autograd, backends, cuda, nn, ops, optim
+from . import accelerator, autograd, backends, cuda, linalg, nn, ops, optim
 from . import compiler
 from .compiler import compile
 from . import utils
@@ -96,7 +96,7 @@ __all__ = [
     "zeros_like", "clamp", "clip", "where", "add", "bitwise_and", "bitwise_not", "bitwise_or",
     "bitwise_xor", "logical_not", "masked_fill", "pow", "rsub", "sub", "clear_kernel_cache", "compile_stats", "get_num_threads",
     "set_num_threads", "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
-    "is_deterministic_algorithms_warn_only_enabled", "accelerator", "autograd", "backends",
+    "is_deterministic_algorithms_warn_only_enabled", "accelerator", "autograd", "backends", "linalg",
     "cuda", "nn", "ops", "optim", "enable_grad", "inference_mode", "is_grad_enabled",
     "is_inference_mode_enabled", "no_grad", "set_grad_enabled", "detach", "is_tensor", "numel",
     "negative", "absolute", "multiply", "divide", "subtract", "compile", "compiler",

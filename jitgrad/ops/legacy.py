@@ -18,6 +18,12 @@ TYPE_NAMES = {_dt.float32: "FloatTensor", _dt.float64: "DoubleTensor", _dt.float
 _BY_NAME = {name: d for d, name in TYPE_NAMES.items()}
 
 
+def scalar_type_name(dtype):
+    """torch's name of a dtype in its messages: "Long" for int64, "Float" for float32."""
+    return TYPE_NAMES.get(dtype, str(dtype)).replace("Tensor", "")
+
+
+
 class LegacyTensorType(type):
     """The metaclass of FloatTensor & co: calling one makes a tensor of its dtype,
     and isinstance tests a tensor's dtype (on the CPU, as torch's CPU types do)."""

@@ -3,8 +3,10 @@ jitgrad ops (so twice differentiable)."""
 import numpy as np
 
 from ..backend import HOST_ARRAY
-from ..tensor import Tensor, asarray, result_tensor
+from ..tensor import Tensor, asarray, on_device, result_tensor
 from .reduce import norm
+from . import creation
+from .legacy import scalar_type_name
 from .registry import Arg, Sample, op
 from .views import reshape, squeeze, sum_to_size, transpose, unsqueeze
 
@@ -236,3 +238,103 @@ def baddbmm(x, batch1, batch2, *, beta=1, alpha=1):
 def addr(x, vec1, vec2, *, beta=1, alpha=1):
     """beta * x + alpha * outer(vec1, vec2)."""
     return _scaled_sum(x, outer(vec1, vec2), beta, alpha)
+
+
+# ---- inverse and determinant (LAPACK through numpy) -------------------------------------------
+
+class LinAlgError(RuntimeError):
+    """torch.linalg.LinAlgError: a matrix that the operation cannot take (singular)."""
+
+
+def _square_matrices(x, who):
+    """x's array on the host, after torch's errors unless x holds (batches of) real
+    square matrices. (LAPACK runs on the host: a CUDA tensor's matrices go there
+    and back, one copy each way.)"""
+    d = x._data
+    if d.ndim < 2:
+        raise RuntimeError(f"linalg.{who}: The input tensor A must have at least 2 dimensions.")
+    if d.shape[-1] != d.shape[-2]:
+        raise RuntimeError(f"linalg.{who}: A must be batches of square matrices, but they are "
+                           f"{d.shape[-2]} by {d.shape[-1]} matrices")
+    if d.dtype.kind != "f":
+        kind = "complex inputs are not supported yet" if d.dtype.kind == "c" else \
+            f"Expected a floating point or complex tensor as input. Got {scalar_type_name(x.dtype)}"
+        raise RuntimeError(f"linalg.{who}: {kind}")
+    return d if type(d) is HOST_ARRAY else d.get()
+
+
+def _on_device_of(arr, x):
+    return Tensor(arr if type(x._data) is HOST_ARRAY else on_device(arr, x.device))
+
+
+def _inverse_backward(node, g):
+    (inv,) = node.saved()
+    inv_t = _mT(inv)
+    return (-matmul(matmul(inv_t, g), inv_t),)
+
+
+def _inverse_jvp(batch, out, inputs, attrs, ta):
+    return -matmul(matmul(out, ta), out)  # (the tangent's batch dims broadcast in front)
+
+
+@op("LinalgInvExBackward0", backward=_inverse_backward, jvp=_inverse_jvp, saves=("result",),
+    method=True,
+    export=True, samples=(Sample(Arg(3, 3)), Sample(Arg(2, 3, 3))))
+def inverse(x):
+    """The inverse of each square matrix of x (the last two dims), LAPACK's through
+    numpy; a singular matrix raises LinAlgError, as torch's."""
+    d = _square_matrices(x, "inv")
+    try:
+        inv = np.linalg.inv(d)
+    except np.linalg.LinAlgError:
+        flat = d.reshape((-1,) + d.shape[-2:])
+        first, k = next((i, k) for i, k in enumerate(map(_zero_pivot, flat)) if k)
+        where = f"(Batch element {first}): " if d.ndim > 2 else ""
+        raise LinAlgError(f"linalg.inv: {where}The diagonal element {k} is zero, the inversion "
+                          "could not be completed because the input matrix is singular.") from None
+    nan = np.isnan(d).any(axis=(-2, -1))
+    if nan.any():  # LAPACK's solve leaves some entries finite; torch's inverse is all NaN
+        inv[nan] = np.nan
+    out = _on_device_of(inv, x)
+    return inverse.op.emit(out, (x,), (), (out,))
+
+
+def _zero_pivot(m):
+    """The (1-based) diagonal element of m's LU factorization with partial pivoting
+    (LAPACK's getrf) that is exactly zero, or 0: where torch's message says the
+    inversion stopped."""
+    u = m.astype(np.float64)
+    for j in range(len(u)):
+        p = j + int(np.argmax(np.abs(u[j:, j])))
+        if u[p, j] == 0:
+            return j + 1
+        u[[j, p]] = u[[p, j]]
+        u[j + 1:, j:] -= np.outer(u[j + 1:, j] / u[j, j], u[j, j:])
+    return 0
+
+
+def _cofactors(a, det):
+    """d det(A) / dA = det(A) A^-T (the matrix of cofactors), and 0 for a singular A, as
+    torch gives: the identity's inverse in its place, scaled by det(A) = 0."""
+    singular = unsqueeze(unsqueeze(det == 0, -1), -1).to(a.dtype)
+    eye = creation.eye(a.shape[-1], dtype=a.dtype, device=a.device)
+    invertible = a * (1 - singular) + eye * singular
+    return unsqueeze(unsqueeze(det, -1), -1) * _mT(inverse(invertible))
+
+
+def _det_backward(node, g):
+    a, det = node.saved()
+    return (unsqueeze(unsqueeze(g, -1), -1) * _cofactors(a, det),)
+
+
+def _det_jvp(batch, out, inputs, attrs, ta):
+    return (_cofactors(inputs[0], out) * ta).sum((-2, -1))
+
+
+@op("LinalgDetBackward0", backward=_det_backward, jvp=_det_jvp, saves=("self", "result"),
+    method=True,
+    export=True, samples=(Sample(Arg(3, 3)), Sample(Arg(2, 3, 3))))
+def det(x):
+    """The determinant of each square matrix of x (the last two dims)."""
+    out = _on_device_of(np.asarray(np.linalg.det(_square_matrices(x, "det"))), x)
+    return det.op.emit(out, (x,), (), (x, out))

@@ -12,7 +12,7 @@ from .._trace import TRACE
 from ..dtypes import can_cast
 from ..tensor import Tensor
 from .keywords import keyword_layer, untraced
-from .legacy import TYPE_NAMES
+from .legacy import scalar_type_name as _type_name
 
 # torch's functions that take out=, among those jitgrad has (the methods never do)
 TAKES_OUT = frozenset("""
@@ -28,9 +28,6 @@ TAKES_OUT = frozenset("""
     searchsorted sigmoid sign signbit sin sinh softmax sort sqrt square stack std sub subtract
     sum tan tanh topk tril triu true_divide trunc var where zeros
 """.split())
-
-def _type_name(dtype):
-    return TYPE_NAMES.get(dtype, str(dtype)).replace("Tensor", "")
 
 
 def _check_out(name, result, out):

@@ -5,7 +5,9 @@ every output position: one index_select per dim, whose gradient adds up
 where a position was copied more than once."""
 import numpy as np
 
+from ..dtypes import int64
 from ..tensor import Tensor
+from . import creation
 from .indexing import index_select
 from .registry import Arg, Sample, op
 
@@ -102,5 +104,6 @@ def pad(input, pad, mode="constant", value=None):
     for dim, (before, after) in enumerate(_widths(pad, input.ndim)):
         if before or after:
             index = _source_positions(mode, shape[dim], before, after, dim, shape)
-            out = index_select(out, dim, Tensor(index.astype(np.int64)).to(input.device))
+            # (a recorded creation: a jitgrad.compile trace replays it)
+            out = index_select(out, dim, creation.tensor(index, dtype=int64, device=input.device))
     return out

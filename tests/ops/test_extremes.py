@@ -75,7 +75,17 @@ def _cube_overflows(x):  # and the square does not, or barely
 CONSTANT = ("a constant input: jitgrad's var and std are exactly 0 (it subtracts one element "
             "first); torch's carry the rounding error of its mean, and so do its gradients "
             "(std of twelve 103.3 in float32: torch 1.6e-5)")
+_SINGULAR = ("a constant matrix is singular. numpy's LAPACK (OpenBLAS) divides by each pivot; "
+             "torch's multiplies by its reciprocal, which overflows for a subnormal pivot and is "
+             "0 for one near the float limit, so its LU of such a matrix leaves nan where "
+             "numpy's finds exact zeros")
 EXCEPTIONS = {
+    "det": (_SINGULAR + ": det 0 and gradient 0 here, torch nan; and an entry whose "
+            "products overflow (inf, or beyond sqrt(max)): the cofactors' inf, nan or finite "
+            "values depend on the order of the operations (here det(A) A^-T)",
+            lambda v, where: where == "all" or not np.abs(v) <= np.sqrt(_fi(v).max)),
+    "inverse": (_SINGULAR + ": LinAlgError here, as torch raises for exact zeros; torch nan",
+                lambda v, where: where == "all"),
     **{op: ("vmath's sin/cos/tan are nan beyond |x| = 2**27 (docs/vmath.md, Limits): a "
             "full-range argument reduction would keep the loops from vectorizing",
             lambda x: np.abs(x) > 2.0 ** 27) for op in ("sin", "cos", "tan")},

@@ -59,3 +59,65 @@ def test_matrix_vector_products_backward_as_torch(seed, shapes, atol):
         A, B = jitgrad.tensor(a, requires_grad=True), jitgrad.tensor(b, requires_grad=True)
         ga, gb = jitgrad.autograd.grad((A @ B).sum(), (A, B), create_graph=True)
         assert ga.grad_fn.name() == "MvBackward0" and gb.grad_fn.name() == "MulBackward0"
+
+
+_WELL = [[4.0, 1.0, -2.0], [1.0, 3.0, 0.5], [-1.0, 0.5, 5.0]]
+
+
+@pytest.mark.parametrize("call", [
+    lambda L: L.inverse(L.tensor(_WELL, dtype=L.float64)),
+    lambda L: L.linalg.inv(L.tensor([_WELL, _WELL[::-1]])),
+    lambda L: L.det(L.tensor([_WELL, _WELL[::-1]], dtype=L.float64)),
+    lambda L: L.linalg.det(L.tensor([[1.0, 2.0], [2.0, 4.0]])),
+    lambda L: L.tensor(_WELL).inverse().det(),
+    lambda L: L.det(L.zeros(0, 0)), lambda L: L.inverse(L.zeros(2, 0, 0)),
+])
+def test_inverse_and_det_match_torch(call):
+    """LAPACK's results, through numpy here and torch's own there: to the last bits."""
+    torch = helpers.require_torch()
+    want, got = call(torch), call(jitgrad)
+    assert got.shape == want.shape and got.dtype.name == str(want.dtype).split(".")[-1]
+    helpers.assert_same(got, want, rtol=1e-6 if want.dtype == torch.float32 else 1e-13,
+                        atol=0)
+
+
+@pytest.mark.parametrize("call", [
+    lambda L: L.inverse(L.ones(2, 3)), lambda L: L.inverse(L.ones(3)),
+    lambda L: L.det(L.ones(2, 3)), lambda L: L.inverse(L.arange(4).reshape(2, 2)),
+    lambda L: L.det(L.arange(4).reshape(2, 2)),
+])
+def test_inverse_and_det_errors_match_torch(call):
+    same_as_torch(call)
+
+
+@pytest.mark.parametrize("matrices", [
+    [[1.0, 2.0], [2.0, 4.0]], [[0.0, 1.0], [0.0, 2.0]], [[[1.0, 0.0], [0.0, 1.0]], [[1.0, 1.0], [1.0, 1.0]]],
+    [[[1.0, 2.0], [3.0, 4.0]], [[2.0, 4.0], [1.0, 2.0]]],
+])
+def test_a_singular_matrix_raises_torchs_linalg_error(matrices):
+    torch = helpers.require_torch()
+    with pytest.raises(torch.linalg.LinAlgError) as want:
+        torch.linalg.inv(torch.tensor(matrices, dtype=torch.float64))
+    with pytest.raises(jitgrad.linalg.LinAlgError) as got:
+        jitgrad.linalg.inv(jitgrad.tensor(matrices, dtype=jitgrad.float64))
+    assert str(got.value) == str(want.value)
+    assert isinstance(got.value, RuntimeError)
+
+
+def _det_grad(L):
+    """det's gradient at a singular and a regular matrix: torch's is 0 at the
+    singular one (not its cofactors)."""
+    a = L.tensor([[[1.0, 2.0], [2.0, 4.0]], [[4.0, 1.0], [1.0, 3.0]]], dtype=L.float64,
+                 requires_grad=True)
+    L.det(a).sum().backward()
+    return a.grad.abs()  # (torch's zeros there carry signs)
+
+
+def test_inverse_and_det_gradients_match_torch():
+    torch = helpers.require_torch()
+    for f in (lambda L: lambda a: L.inverse(a) * a, lambda L: lambda a: L.det(a) * a,
+              lambda L: lambda a: L.inverse(a).det() + L.det(a.inverse() @ a)):
+        helpers.check_torch(lambda a: f(jitgrad)(a + jitgrad.tensor(_WELL, dtype=a.dtype)),
+                            lambda a: f(torch)(a + torch.tensor(_WELL, dtype=a.dtype)),
+                            [(3, 3)], dtype="float64")
+    helpers.assert_same(_det_grad(jitgrad), _det_grad(torch), rtol=1e-13, atol=0)
