@@ -13,7 +13,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "jitgrad"
 
 # Lowest first. A module may import its own layer or any layer below it.
 LAYERS = [
-    ("_version", "_state", "_trace", "errors", "dtypes"),
+    ("_version", "_state", "_trace", "errors", "dtypes", "_determinism"),
     ("kernels", "_cuda", "cuda", "backends"),  # kernel source and compilation, the CUDA runtime
     ("backend",),                            # the devices behind one interface
     ("tensor", "_repr", "accelerator"),
@@ -22,7 +22,7 @@ LAYERS = [
     ("autograd",),
     # training kit; distributed: MPI collectives under nn.parallel; save/load restore
     # nn.Parameter
-    ("nn", "optim", "distributed", "utils", "serialization"),
+    ("nn", "optim", "distributed", "utils", "serialization", "linalg"),
     ("compiler", "func"),                    # jitgrad.compile; torch.func's transforms
     ("testing",),                            # input builders shared by tests and benchmarks
     ("__init__",),

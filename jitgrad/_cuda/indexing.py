@@ -5,7 +5,6 @@ __setitem__ (array.py `implements`)."""
 import numpy as np
 
 from .. import _determinism
-from ..backend import cpu as host_backend
 from . import kernels as K
 from .array import (DeviceArray, c_strides, check_devices, empty, full, host_call,
                     implements, launch_elementwise, scalarize)
@@ -133,11 +132,12 @@ def _add_at(dst, index, values, out=None):
     _indexed("scatter_add", _values_like(values, shape, dst.dtype), idx, view, dim)
 
 
-def scatter_add(dst, dim, index, src):
+def scatter_add(dst, dim, index, src, host_version):
     """dst[..., index[p], ...] += src[p] along `dim` (torch's scatter_add_). Floats
-    add with atomics, in no fixed order: on the host under use_deterministic_algorithms."""
+    add with atomics, in no fixed order: under use_deterministic_algorithms they run
+    as `host_version` (the host backend's) on host copies instead."""
     if dst.dtype.kind in "fc" and _determinism.enabled():
-        return host_call("scatter_add", host_backend.scatter_add, (dst, dim, index, src), {})
+        return host_call("scatter_add", host_version, (dst, dim, index, src), {})
     _indexed("scatter_add", src, index, dst, dim % dst.ndim)
 
 

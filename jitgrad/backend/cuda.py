@@ -30,9 +30,11 @@ def to_host(arr):
 
 
 def scatter_add(dst, dim, index, src):
-    """dst[..., index[i], ...] += src[i] along `dim`: one atomic scatter kernel."""
+    """dst[..., index[i], ...] += src[i] along `dim`: one atomic scatter kernel (on the
+    host under use_deterministic_algorithms: floats' atomics add in no fixed order)."""
     from .._cuda.api import scatter_add  # loaded on first use: see the module docstring
-    scatter_add(dst, dim, index, src)
+    from . import cpu
+    scatter_add(dst, dim, index, src, cpu.scatter_add)
 
 
 def kernels():

@@ -2,6 +2,7 @@
 jitgrad ops (so twice differentiable)."""
 import numpy as np
 
+from .. import backend
 from ..backend import HOST_ARRAY
 from ..tensor import Tensor, asarray, on_device, result_tensor
 from .reduce import norm
@@ -260,11 +261,11 @@ def _square_matrices(x, who):
         kind = "complex inputs are not supported yet" if d.dtype.kind == "c" else \
             f"Expected a floating point or complex tensor as input. Got {scalar_type_name(x.dtype)}"
         raise RuntimeError(f"linalg.{who}: {kind}")
-    return d if type(d) is HOST_ARRAY else d.get()
+    return backend.move(d, "cpu")
 
 
 def _on_device_of(arr, x):
-    return Tensor(arr if type(x._data) is HOST_ARRAY else on_device(arr, x.device))
+    return Tensor(on_device(arr, x.device))
 
 
 def _inverse_backward(node, g):

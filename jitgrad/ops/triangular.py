@@ -3,6 +3,7 @@ copy (linear, their own backward); diagonal is a view whose gradient is made of
 indexing's backward."""
 import numpy as np
 
+from .. import backend
 from ..tensor import Tensor, wrap_dim
 from .creation import zeros_as
 from .indexing import index_put, index_put_zeros
@@ -93,7 +94,7 @@ def _diagonal(x, offset, dim1, dim2, view):
     attrs = (offset, a, b, d.shape)
     if not view:
         return diagonal.op.emit(Tensor(arr.copy()), (x,), attrs, node="DiagonalBackward0_copy")
-    if type(arr) is np.ndarray and d.flags.writeable:
+    if backend.is_host(arr) and d.flags.writeable:
         arr.flags.writeable = True  # numpy's diagonal view is read-only, torch's is not
     return diagonal.op.emit(make_view(x, arr, diagonal, (offset, a, b)), (x,), attrs)
 
