@@ -13,6 +13,7 @@ from ..ops import indexing, linalg, views
 from ..ops import conv as _conv, pooling as _pooling
 from ..ops import reduce as reductions
 from ..ops import nn as _softmax_ops
+from ..ops.interpolate import interpolate
 from ..ops.padding import pad
 from ..ops.creation import as_tensor, rand
 from ..ops.inplace import inplace_elementwise
@@ -32,7 +33,7 @@ __all__ = ["relu", "sigmoid", "tanh", "softplus", "gelu", "silu", "leaky_relu", 
            "binary_cross_entropy_with_logits", "kl_div", "cross_entropy", "nll_loss",
            "margin_ranking_loss", "triplet_margin_loss", "cosine_embedding_loss", "conv1d",
            "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d",
-           "adaptive_avg_pool1d", "adaptive_avg_pool2d", "pad"]
+           "adaptive_avg_pool1d", "adaptive_avg_pool2d", "pad", "interpolate"]
 
 
 def _activation(fn, input, inplace, *params):

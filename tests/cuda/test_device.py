@@ -680,3 +680,17 @@ def test_pad_matches_torch(device, mode, pad):
     (y * y).sum().backward()
     (ty * ty).sum().backward()
     _close(x.grad, tx.grad)
+
+
+@pytest.mark.parametrize("kwargs", [dict(size=(5, 3)), dict(scale_factor=1.5, mode="bilinear")])
+def test_interpolate_matches_torch(device, kwargs):
+    th = helpers.require_torch()
+    arr = np.arange(24.0, dtype=np.float32).reshape(1, 2, 3, 4) / 7
+    x, tx = _pair(arr, device)
+    y = jitgrad.nn.functional.interpolate(x, **kwargs)
+    ty = th.nn.functional.interpolate(tx, **kwargs)
+    assert y.device.type == device
+    _close(y, ty)
+    (y * y).sum().backward()
+    (ty * ty).sum().backward()
+    _close(x.grad, tx.grad)
