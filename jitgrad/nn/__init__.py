@@ -12,7 +12,11 @@ from .modules import (
     Threshold, TripletMarginLoss, Unflatten, RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell,
     LSTMCell, GRUCell)
 from .modules import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, Conv1d, Conv2d,
-                      MaxPool1d, MaxPool2d)
+                      MaxPool1d, MaxPool2d, Upsample, UpsamplingBilinear2d, UpsamplingNearest2d)
+from .modules import (CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d, ConstantPad2d,
+                      ConstantPad3d, ReflectionPad1d, ReflectionPad2d, ReflectionPad3d,
+                      ReplicationPad1d, ReplicationPad2d, ReplicationPad3d, ZeroPad1d, ZeroPad2d,
+                      ZeroPad3d)
 from .parameter import Parameter
 from . import parallel
 from .parallel import DataParallel
@@ -29,4 +33,8 @@ __all__ = ["functional", "init", "utils", "parallel", "Parameter", "Module", "Li
            "MarginRankingLoss", "TripletMarginLoss", "CosineEmbeddingLoss", "CosineSimilarity",
            "PairwiseDistance", "Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d", "AvgPool1d",
            "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "DataParallel", "RNNBase", "RNN",
-           "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
+           "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell", "Upsample",
+           "UpsamplingNearest2d", "UpsamplingBilinear2d", "CircularPad1d", "CircularPad2d",
+           "CircularPad3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d",
+           "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "ZeroPad1d", "ZeroPad2d",
+           "ZeroPad3d"]
