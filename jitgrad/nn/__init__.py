@@ -12,7 +12,8 @@ from .modules import (
     Threshold, TripletMarginLoss, Unflatten, RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell,
     LSTMCell, GRUCell)
 from .modules import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, Conv1d, Conv2d,
-                      MaxPool1d, MaxPool2d, Upsample, UpsamplingBilinear2d, UpsamplingNearest2d)
+                      ConvTranspose1d, ConvTranspose2d, MaxPool1d, MaxPool2d, Upsample,
+                      UpsamplingBilinear2d, UpsamplingNearest2d)
 from .modules import (CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d, ConstantPad2d,
                       ConstantPad3d, ReflectionPad1d, ReflectionPad2d, ReflectionPad3d,
                       ReplicationPad1d, ReplicationPad2d, ReplicationPad3d, ZeroPad1d, ZeroPad2d,
@@ -21,8 +22,8 @@ from .parameter import Parameter
 from . import parallel
 from .parallel import DataParallel
 
-__all__ = ["functional", "init", "utils", "parallel", "Parameter", "Module", "Linear", "Identity", "Flatten",
-           "Unflatten", "Embedding", "MultiheadAttention", "Sequential", "ModuleList",
+__all__ = ["functional", "init", "utils", "parallel", "Parameter", "Module", "Linear", "Identity",
+           "Flatten", "Unflatten", "Embedding", "MultiheadAttention", "Sequential", "ModuleList",
            "ModuleDict", "ParameterList", "ParameterDict", "ReLU", "Tanh", "Sigmoid", "GELU",
            "Softplus", "SiLU", "LeakyReLU", "ELU", "SELU", "CELU", "Threshold", "Hardshrink",
            "Softshrink", "Hardtanh", "ReLU6", "Hardswish", "Hardsigmoid", "Mish", "LogSigmoid",
@@ -31,10 +32,11 @@ __all__ = ["functional", "init", "utils", "parallel", "Parameter", "Module", "Li
            "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "MSELoss", "L1Loss", "SmoothL1Loss",
            "HuberLoss", "BCELoss", "BCEWithLogitsLoss", "KLDivLoss", "NLLLoss", "CrossEntropyLoss",
            "MarginRankingLoss", "TripletMarginLoss", "CosineEmbeddingLoss", "CosineSimilarity",
-           "PairwiseDistance", "Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d", "AvgPool1d",
-           "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "DataParallel", "RNNBase", "RNN",
-           "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell", "Upsample",
-           "UpsamplingNearest2d", "UpsamplingBilinear2d", "CircularPad1d", "CircularPad2d",
-           "CircularPad3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d",
-           "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "ZeroPad1d", "ZeroPad2d",
-           "ZeroPad3d"]
+           "PairwiseDistance", "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d",
+           "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d",
+           "AdaptiveAvgPool2d", "DataParallel", "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase",
+           "RNNCell", "LSTMCell", "GRUCell", "Upsample", "UpsamplingNearest2d",
+           "UpsamplingBilinear2d", "CircularPad1d", "CircularPad2d", "CircularPad3d",
+           "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d", "ReflectionPad2d",
+           "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d",
+           "ZeroPad1d", "ZeroPad2d", "ZeroPad3d"]

@@ -33,7 +33,8 @@ __all__ = ["relu", "sigmoid", "tanh", "softplus", "gelu", "silu", "leaky_relu", 
            "binary_cross_entropy_with_logits", "kl_div", "cross_entropy", "nll_loss",
            "margin_ranking_loss", "triplet_margin_loss", "cosine_embedding_loss", "conv1d",
            "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d",
-           "adaptive_avg_pool1d", "adaptive_avg_pool2d", "pad", "interpolate"]
+           "adaptive_avg_pool1d", "adaptive_avg_pool2d", "pad", "interpolate",
+           "conv_transpose1d", "conv_transpose2d"]
 
 
 def _activation(fn, input, inplace, *params):
@@ -999,6 +1000,25 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
              Sample(Arg(2, 5, 4), Arg(2, 2, 3, 3), padding="same")))
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _conv.conv(input, weight, bias, stride, padding, dilation, groups, 2)
+
+
+@op(name="nn.functional.conv_transpose1d",
+    samples=(Sample(Arg(2, 2, 5), Arg(2, 3, 3), Arg(3), stride=2, padding=1, output_padding=1),
+             Sample(Arg(4, 5), Arg(4, 1, 2), groups=2, dilation=2)))
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    return _conv.conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
+                                dilation, 1)
+
+
+@op(name="nn.functional.conv_transpose2d",
+    samples=(Sample(Arg(2, 2, 4, 4), Arg(2, 3, 3, 3), Arg(3), stride=2, padding=1,
+                    output_padding=1),
+             Sample(Arg(4, 3, 5), Arg(4, 1, 2, 3), stride=(1, 2), groups=2, dilation=(2, 1))))
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    return _conv.conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
+                                dilation, 2)
 
 
 @op(name="nn.functional.max_pool1d",

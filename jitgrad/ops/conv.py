@@ -389,10 +389,14 @@ def linked(grad, x, node=None):
 
 def _convolution_backward(node, g):
     x, w = node.saved()
-    geom, has_bias = node._attrs
+    geom, has_bias, transposed = node._attrs
     needs = [m is not None for m in node._in_meta]
-    gx = conv_input_grad(g, w, geom, x.shape) if needs[0] else None
-    gw = conv_weight_grad(x, g, geom, w.shape) if needs[1] else None
+    if transposed is None:
+        gx = conv_input_grad(g, w, geom, x.shape) if needs[0] else None
+        gw = conv_weight_grad(x, g, geom, w.shape) if needs[1] else None
+    else:  # a transposed convolution's adjoint is the convolution
+        gx = convolution(g, w, None, geom) if needs[0] else None
+        gw = conv_weight_grad(g, x, geom, w.shape) if needs[1] else None
     gb = None
     if has_bias and needs[2]:
         dims = tuple(d for d in range(g.dim()) if d != g.dim() - geom.spatial - 1)
@@ -403,13 +407,22 @@ def _convolution_backward(node, g):
 
 
 @op("ConvolutionBackward0", backward=_convolution_backward, saves=("input", "weight"),
-    jvp=_bilinear_jvp(lambda tx, w, a: convolution(tx, w, None, a[0]),
-                      lambda x, tw, a: convolution(x, tw, None, a[0])))
-def convolution(x, w, bias, geom):
+    jvp=_bilinear_jvp(lambda tx, w, a: convolution(tx, w, None, a[0], a[2]),
+                      lambda x, tw, a: convolution(x, tw, None, a[0], a[2])))
+def convolution(x, w, bias, geom, transposed=None):
     """The convolution of x (N, C, *spatial) or (C, *spatial) with w (O, C / groups,
-    *kernel), plus bias (O,) if given; arguments checked by the caller (nn.functional)."""
-    out = Tensor(_conv_array(x._data, w._data, None if bias is None else bias._data, geom))
-    return convolution.op.emit(out, (x, w, bias), (geom, bias is not None), (x, w))
+    *kernel), plus bias (O,) if given; arguments checked by the caller (nn.functional).
+    `transposed`, a shape: the transposed convolution of x into that shape instead (the
+    gradient of the convolution of an input of that shape; w is (C, O / groups, *kernel))."""
+    b = None if bias is None else bias._data
+    if transposed is None:
+        arr = _conv_array(x._data, w._data, b, geom)
+    else:
+        arr = _input_grad_array(x._data, w._data, geom, tuple(transposed))
+        if b is not None:
+            arr = arr + b.reshape((-1,) + (1,) * geom.spatial)
+    out = Tensor(arr)
+    return convolution.op.emit(out, (x, w, bias), (geom, bias is not None, transposed), (x, w))
 
 
 def _input_grad_backward(node, gz):
@@ -469,15 +482,15 @@ def padding_pairs(padding, weight_shape, stride, dilation, spatial):
     return tuple((p, p) for p in pads)
 
 
-def conv(input, weight, bias, stride, padding, dilation, groups, spatial):
-    """torch.nn.functional.conv1d / conv2d (spatial = 1 / 2): checks, then `convolution`."""
-    name = f"conv{spatial}d"
+def _checked(name, input, weight, stride, dilation, groups, spatial, weight_dims):
+    """(stride, dilation) as tuples, after torch's checks of a convolution's (or a
+    transposed one's) ranks and hyper-parameters."""
     if input.dim() not in (spatial + 1, spatial + 2):
         raise RuntimeError(f"Expected {spatial + 1}D (unbatched) or {spatial + 2}D (batched) input "
                            f"to {name}, but got input of size: {list(input.shape)}")
     if weight.dim() != spatial + 2:
-        raise RuntimeError(f"{name}: expected a {spatial + 2}-D weight (out_channels, in_channels "
-                           f"/ groups, *kernel_size), but got weight of size {list(weight.shape)}")
+        raise RuntimeError(f"{name}: expected a {spatial + 2}-D weight ({weight_dims}, "
+                           f"*kernel_size), but got weight of size {list(weight.shape)}")
     stride = as_tuple(stride, spatial, "stride", name)
     dilation = as_tuple(dilation, spatial, "dilation", name)
     if min(stride) <= 0:
@@ -486,6 +499,28 @@ def conv(input, weight, bias, stride, padding, dilation, groups, spatial):
         raise RuntimeError("dilation should be greater than zero")
     if groups <= 0:
         raise RuntimeError("non-positive groups is not supported")
+    return stride, dilation
+
+
+def _check_bias_and_dtypes(name, input, weight, bias, out_channels, given):
+    """torch's errors for a bias that is not one value per output channel, and for a
+    weight or bias of another dtype than the input."""
+    if bias is not None and (bias.dim() != 1 or bias.shape[0] != out_channels):
+        raise RuntimeError(f"{given}weight of size {list(weight.shape)}, expected bias to be "
+                           f"1-dimensional with {out_channels} elements, but got bias of size "
+                           f"{list(bias.shape)} instead")
+    for t in (weight, bias):
+        if t is not None and t.dtype != input.dtype:
+            raise RuntimeError(f"expected scalar type {input.dtype.name} but found {t.dtype.name}: "
+                               f"{name} needs input, weight and bias of one dtype; convert with "
+                               f".to({input.dtype.name})")
+
+
+def conv(input, weight, bias, stride, padding, dilation, groups, spatial):
+    """torch.nn.functional.conv1d / conv2d (spatial = 1 / 2): checks, then `convolution`."""
+    name = f"conv{spatial}d"
+    stride, dilation = _checked(name, input, weight, stride, dilation, groups, spatial,
+                                "out_channels, in_channels / groups")
     pads = padding_pairs(padding, tuple(weight.shape), stride, dilation, spatial)
     batched = (input.shape if input.dim() == spatial + 2 else (1,) + tuple(input.shape))
     wshape = list(weight.shape)
@@ -496,14 +531,7 @@ def conv(input, weight, bias, stride, padding, dilation, groups, spatial):
         raise RuntimeError(f"Given groups={groups}, weight of size {wshape}, expected "
                            f"input{list(batched)} to have {wshape[1] * groups} channels, but got "
                            f"{batched[1]} channels instead")
-    if bias is not None and (bias.dim() != 1 or bias.shape[0] != wshape[0]):
-        raise RuntimeError(f"Given weight of size {wshape}, expected bias to be 1-dimensional with "
-                           f"{wshape[0]} elements, but got bias of size {list(bias.shape)} instead")
-    for t in (weight, bias):
-        if t is not None and t.dtype != input.dtype:
-            raise RuntimeError(f"expected scalar type {input.dtype.name} but found {t.dtype.name}: "
-                               f"{name} needs input, weight and bias of one dtype; convert with "
-                               f".to({input.dtype.name})")
+    _check_bias_and_dtypes(name, input, weight, bias, wshape[0], "Given ")
     padded = [n + a + b for n, (a, b) in zip(batched[2:], pads)]
     kernel = [d * (k - 1) + 1 for d, k in zip(dilation, wshape[2:])]
     if any(k > n for k, n in zip(kernel, padded)):
@@ -514,3 +542,46 @@ def conv(input, weight, bias, stride, padding, dilation, groups, spatial):
     geom = Geometry((1,) * extra + stride, (1,) * extra + dilation, ((0, 0),) * extra + pads,
                     groups, spatial)
     return convolution(input, weight, bias, geom)
+
+
+def conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation,
+                   spatial):
+    """torch.nn.functional.conv_transpose1d / 2d: the gradient of a convolution with
+    respect to its input, whose weight (in_channels, out_channels / groups, *kernel) is
+    that convolution's, plus bias (out_channels,): checks, then `convolution`."""
+    name = f"conv_transpose{spatial}d"
+    stride, dilation = _checked(name, input, weight, stride, dilation, groups, spatial,
+                                "in_channels, out_channels / groups")
+    pads = as_tuple(padding, spatial, "padding", name)
+    extra = as_tuple(output_padding, spatial, "output_padding", name)
+    if min(pads) < 0:
+        raise RuntimeError("negative padding is not supported")
+    if any(e >= max(s, d) for e, s, d in zip(extra, stride, dilation)):
+        sides = ("height", "width")[2 - spatial:]
+        parts = [f"output_padding_{n}: {e}" for n, e in zip(sides, extra)] + \
+            [f"stride_{n}: {s}" for n, s in zip(sides, stride)] + \
+            [f"dilation_{n}: {d}" for n, d in zip(sides, dilation)]
+        raise RuntimeError("output padding must be smaller than either stride or dilation, but "
+                           f"got {' '.join(parts)}")
+    batched = input.shape if input.dim() == spatial + 2 else (1,) + tuple(input.shape)
+    wshape = list(weight.shape)
+    if batched[1] != wshape[0]:
+        raise RuntimeError(f"Given transposed=1, weight of size {wshape}, expected "
+                           f"input{list(batched)} to have {wshape[0]} channels, but got "
+                           f"{batched[1]} channels instead")
+    if wshape[0] % groups:
+        raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} at "
+                           f"dimension 0, but got weight of size [{wshape}] instead")
+    out_channels = wshape[1] * groups
+    _check_bias_and_dtypes(name, input, weight, bias, out_channels, "Given transposed=1, ")
+    sizes = [(n - 1) * s - 2 * p + d * (k - 1) + e + 1 for n, s, p, d, k, e in zip(
+        batched[2:], stride, pads, dilation, wshape[2:], extra)]
+    if min(sizes) <= 0:
+        raise RuntimeError(f"Given input size per channel: ({' x '.join(map(str, batched[2:]))}). "
+                           f"Calculated output size per channel: ({' x '.join(map(str, sizes))}). "
+                           "Output size is too small")
+    pad4 = ((0, 0),) * (2 - spatial) + tuple((p, p) for p in pads)
+    geom = Geometry((1,) * (2 - spatial) + stride, (1,) * (2 - spatial) + dilation, pad4, groups,
+                    spatial)
+    out_shape = tuple(input.shape[:-spatial - 1]) + (out_channels,) + tuple(sizes)
+    return convolution(input, weight, bias, geom, out_shape)

@@ -136,11 +136,13 @@ EXCEPTIONS = {
         "beyond sqrt(max) the quotient rule's two terms cancel: torch keeps their rounding "
         "noise (1e-170), jitgrad 0; the true slope is below the normal range",
         lambda v, where: np.abs(v) > np.sqrt(_fi(v).max) / 2),
-    **{f"nn.functional.conv{n}d": (
+    **{f"nn.functional.conv{kind}{n}d": (
         "inf and nan: a stride-1 convolution's gradients multiply the zeros of the columns it "
-        "drops by the input (nan where torch has inf or a finite value; docs/nn.md); the float "
-        "limit: the sums overflow in another order (inf against nan)",
-        lambda v, where: not np.isfinite(v) or np.abs(v) == _fi(v).max) for n in (1, 2)},
+        "drops by the input (nan where torch has inf or a finite value; docs/nn.md), and a "
+        "transposed convolution is a convolution's gradient; the float limit: the sums "
+        "overflow in another order (inf against nan)",
+        lambda v, where: not np.isfinite(v) or np.abs(v) == _fi(v).max)
+        for n in (1, 2) for kind in ("", "_transpose")},
     "nn.functional.scaled_dot_product_attention": (
         "a constant key: every score of a row is equal, the query's exact gradient is 0, and "
         "both libraries return rounding noise of their own; a row whose only scores are "

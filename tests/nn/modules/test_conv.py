@@ -34,6 +34,14 @@ CASES = [
                             dilation=3, groups=4)),
     ("Conv1d", (2, 2, 7), dict(in_channels=2, out_channels=3, kernel_size=3, padding=1,
                                padding_mode="circular")),
+    ("ConvTranspose2d", (2, 4, 5, 5), dict(in_channels=4, out_channels=6, kernel_size=3)),
+    ("ConvTranspose2d", (2, 4, 5, 6), dict(in_channels=4, out_channels=6, kernel_size=(3, 2),
+                                           stride=(2, 1), padding=(1, 0), output_padding=(1, 0),
+                                           dilation=(1, 2), groups=2, bias=False)),
+    ("ConvTranspose2d", (4, 3, 3), dict(in_channels=4, out_channels=2, kernel_size=4, stride=2,
+                                        padding=1)),
+    ("ConvTranspose1d", (3, 4, 6), dict(in_channels=4, out_channels=2, kernel_size=3, stride=3,
+                                        dilation=2, output_padding=1)),
 ]
 
 
@@ -60,6 +68,31 @@ def test_matches_torch_with_its_state_dict(cls, shape, kwargs):
     helpers.assert_same(xj.grad, xt.grad, rtol=1e-10, atol=1e-12, what="input grad")
     for (name, a), b in zip(jg.named_parameters(), th.parameters()):
         helpers.assert_same(a.grad, b.grad, rtol=1e-10, atol=1e-12, what=name)
+
+
+@pytest.mark.parametrize("output_size", [(9, 9), [2, 6, 10, 10], (11, 10)])
+def test_a_transposed_convolution_reaches_the_output_size_asked_for(output_size):
+    jg, th = pair("ConvTranspose2d", dict(in_channels=6, out_channels=2, kernel_size=3, stride=2))
+    x = np.ones((2, 6, 4, 4))
+    try:
+        want = th(torch.tensor(x), output_size=output_size)
+    except ValueError as e:
+        with pytest.raises(ValueError) as got:
+            jg(jitgrad.tensor(x), output_size=output_size)
+        assert str(got.value) == str(e).replace("torch.", "jitgrad.")
+        return
+    helpers.assert_same(jg(jitgrad.tensor(x), output_size=output_size), want, rtol=1e-12,
+                        atol=1e-12)
+
+
+@pytest.mark.parametrize("call", [
+    lambda F, L: F.conv_transpose2d(L.ones(2, 4, 5, 5), L.ones(4, 3, 3, 3), output_padding=1),
+    lambda F, L: F.conv_transpose2d(L.ones(2, 4, 5, 5), L.ones(3, 3, 3, 3)),
+    lambda F, L: F.conv_transpose2d(L.ones(5, 5), L.ones(4, 3, 3, 3)),
+    lambda F, L: F.conv_transpose2d(L.ones(2, 4, 5, 5), L.ones(4, 3, 3, 3), bias=L.ones(5)),
+])
+def test_transposed_errors_use_torchs_words(call):
+    helpers.same_as_torch(lambda L: call(L.nn.functional, L))
 
 
 def test_output_node_is_torchs():
