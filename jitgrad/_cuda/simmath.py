@@ -12,7 +12,8 @@ import numpy as np
 _NAMES = {"exp": np.exp, "log": np.log, "log2": np.log2, "log10": np.log10,
           "log1p": np.log1p, "expm1": np.expm1,
           "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin,
-          "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
+          "acos": np.arccos, "atan": np.arctan, "asinh": np.arcsinh,
+          "acosh": np.arccosh, "atanh": np.arctanh, "sinh": np.sinh, "cosh": np.cosh,
           "tanh": np.tanh, "atan2": np.arctan2, "pow": np.power, "floor": np.floor,
           "ceil": np.ceil, "trunc": np.trunc, "fabs": np.fabs, "isnan": np.isnan,
           "isinf": np.isinf, "copysign": np.copysign}

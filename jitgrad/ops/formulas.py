@@ -40,6 +40,9 @@ tan = _op_("tan", out="tan(x)", x="1 + out * out", domain=(-1.2, 1.2))
 asin = _op_("asin", out="asin(x)", x="1 / sqrt(1 - x * x)", domain=(-0.9, 0.9))
 acos = _op_("acos", out="acos(x)", x="-1 / sqrt(1 - x * x)", domain=(-0.9, 0.9))
 atan = _op_("atan", out="atan(x)", x="1 / (1 + x * x)")
+asinh = _op_("asinh", out="asinh(x)", x="1 / sqrt(x * x + 1)")
+acosh = _op_("acosh", out="acosh(x)", x="1 / sqrt(x * x - 1)", domain=(1.1, 3.0))
+atanh = _op_("atanh", out="atanh(x)", x="1 / (1 - x * x)", domain=(-0.9, 0.9))
 sinh = _op_("sinh", out="sinh(x)", x="cosh(x)")
 cosh = _op_("cosh", out="cosh(x)", x="sinh(x)")
 tanh = _op_("tanh", out="tanh(x)", x="1 - out * out")
@@ -245,5 +248,6 @@ def _fma(a, b, c):
 # The formula names as functions of Tensors, for double backward.
 vars(FORMULA_FUNCTIONS).update(
     exp=exp, exp2=exp2, log=log, log2=log2, log10=log10, log1p=log1p, expm1=expm1, sqrt=sqrt, sin=sin,
-    cos=cos, tan=tan, asin=asin, acos=acos, atan=atan, sinh=sinh, cosh=cosh, tanh=tanh,
+    cos=cos, tan=tan, asin=asin, acos=acos, atan=atan, asinh=asinh, acosh=acosh, atanh=atanh,
+    sinh=sinh, cosh=cosh, tanh=tanh,
     erf=erf, atan2=atan2, abs=abs, sign=sign, where=where, fma=_fma)

@@ -230,6 +230,7 @@ ALIASES = {
     "true_divide": "div", "subtract": "sub", "clip": "clamp", "greater": "gt",
     "greater_equal": "ge", "less": "lt", "less_equal": "le", "not_equal": "ne",
     "arccos": "acos", "arcsin": "asin", "arctan": "atan", "arctan2": "atan2",
+    "arccosh": "acosh", "arcsinh": "asinh", "arctanh": "atanh",
     "swapaxes": "transpose", "swapdims": "transpose", "moveaxis": "movedim", "fix": "trunc",
     "concatenate": "cat",
 }

@@ -16,17 +16,18 @@ from .legacy import scalar_type_name as _type_name
 
 # torch's functions that take out=, among those jitgrad has (the methods never do)
 TAKES_OUT = frozenset("""
-    abs absolute acos add addbmm addcdiv addcmul addmm addmv addr all amax amin any arange
-    arccos arcsin arctan arctan2 argmax argmin asin atan atan2 baddbmm bernoulli bitwise_and
-    bitwise_not bitwise_or bitwise_xor bmm bucketize cat ceil clamp clamp_max clamp_min clip
-    concat concatenate cos cosh cumprod cumsum diag div divide dot empty eq erf exp exp2 expm1
-    eye fix floor frac full gather ge greater greater_equal gt index_select isneginf isposinf
-    le lerp less less_equal linspace log log10 log1p log2 log_softmax logical_and logical_not
-    logical_or logical_xor logsumexp lt masked_select matmul max maximum mean min minimum mm
-    mul multinomial multiply nan_to_num ne neg negative nonzero norm normal not_equal ones
-    outer pow prod rand randint randn randperm reciprocal round rsqrt scatter scatter_add
-    searchsorted sigmoid sign signbit sin sinh softmax sort sqrt square stack std sub subtract
-    sum tan tanh topk tril triu true_divide trunc var where zeros
+    abs absolute acos acosh add addbmm addcdiv addcmul addmm addmv addr all amax amin any
+    arange arccos arccosh arcsin arcsinh arctan arctan2 arctanh argmax argmin asin asinh atan
+    atan2 atanh baddbmm bernoulli bitwise_and bitwise_not bitwise_or bitwise_xor bmm bucketize
+    cat ceil clamp clamp_max clamp_min clip concat concatenate cos cosh cumprod cumsum diag div
+    divide dot empty eq erf exp exp2 expm1 eye fix floor frac full gather ge greater
+    greater_equal gt index_select isneginf isposinf le lerp less less_equal linspace log log10
+    log1p log2 log_softmax logical_and logical_not logical_or logical_xor logsumexp lt
+    masked_select matmul max maximum mean min minimum mm mul multinomial multiply nan_to_num ne
+    neg negative nonzero norm normal not_equal ones outer pow prod rand randint randn randperm
+    reciprocal round rsqrt scatter scatter_add searchsorted sigmoid sign signbit sin sinh
+    softmax sort sqrt square stack std sub subtract sum tan tanh topk tril triu true_divide
+    trunc var where zeros
 """.split())
 
 
