@@ -279,8 +279,7 @@ def _inverse_jvp(batch, out, inputs, attrs, ta):
 
 
 @op("LinalgInvExBackward0", backward=_inverse_backward, jvp=_inverse_jvp, saves=("result",),
-    method=True,
-    export=True, samples=(Sample(Arg(3, 3)), Sample(Arg(2, 3, 3))))
+    method=True, export=True, samples=(Sample(Arg(3, 3)), Sample(Arg(2, 3, 3))))
 def inverse(x):
     """The inverse of each square matrix of x (the last two dims), LAPACK's through
     numpy; a singular matrix raises LinAlgError, as torch's."""
@@ -289,7 +288,9 @@ def inverse(x):
         inv = np.linalg.inv(d)
     except np.linalg.LinAlgError:
         flat = d.reshape((-1,) + d.shape[-2:])
-        first, k = next((i, k) for i, k in enumerate(map(_zero_pivot, flat)) if k)
+        # (numpy's LU and this one may disagree at the last bit: then the last element)
+        first, k = next(((i, k) for i, k in enumerate(map(_zero_pivot, flat)) if k),
+                        (0, d.shape[-1]))
         where = f"(Batch element {first}): " if d.ndim > 2 else ""
         raise LinAlgError(f"linalg.inv: {where}The diagonal element {k} is zero, the inversion "
                           "could not be completed because the input matrix is singular.") from None
@@ -333,8 +334,7 @@ def _det_jvp(batch, out, inputs, attrs, ta):
 
 
 @op("LinalgDetBackward0", backward=_det_backward, jvp=_det_jvp, saves=("self", "result"),
-    method=True,
-    export=True, samples=(Sample(Arg(3, 3)), Sample(Arg(2, 3, 3))))
+    method=True, export=True, samples=(Sample(Arg(3, 3)), Sample(Arg(2, 3, 3))))
 def det(x):
     """The determinant of each square matrix of x (the last two dims)."""
     out = _on_device_of(np.asarray(np.linalg.det(_square_matrices(x, "det"))), x)
