@@ -37,6 +37,9 @@ cache.on_clear(_kernels.clear)
 # the CPU it is LLVM's llvm.fma (a vector instruction on CPUs with FMA); on CUDA,
 # NVVM contracts x * y + z into one fma instruction by default, as torch's CUDA
 # kernels are compiled.
+# (x * y + z as written: the CUDA form, and the Python one where Numba's JIT is
+# disabled, which rounds twice)
+_TWO_ROUNDINGS = "def fma(x, y, z):\n    return x * y + z\n\n\n"
 _FMA = {"cpu": """from numba.extending import intrinsic
 
 
@@ -50,20 +53,8 @@ def fma(typingctx, x, y, z):
     return x(x, y, z), codegen
 
 
-""", "cuda": """
-
-@cuda.jit(device=True)
-def fma(x, y, z):
-    return x * y + z
-
-
-""", "python": """
-
-def fma(x, y, z):  # (Numba's JIT disabled: two roundings, as under the CUDA simulator)
-    return x * y + z
-
-
-"""}
+""", "cuda": "\n\n@cuda.jit(device=True)\n" + _TWO_ROUNDINGS,
+        "python": "\n\n" + _TWO_ROUNDINGS}  # (Numba's JIT disabled: plain Python)
 
 
 def _source(args, loops, dtype, prelude=(), cuda=False):

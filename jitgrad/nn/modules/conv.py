@@ -21,8 +21,7 @@ class _ConvNd(Module):
     transposed = False
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
-                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None,
-                 output_padding=0):
+                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
         super().__init__()
         n, name = self._spatial, type(self).__name__
         if groups <= 0:
@@ -48,7 +47,7 @@ class _ConvNd(Module):
             self.padding = as_tuple(padding, n, "padding", name)
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.padding_mode = padding_mode
-        self.output_padding = as_tuple(output_padding, n, "output_padding", name)
+        self.output_padding = (0,) * n  # (a transposed convolution's sets its own)
         # a transposed convolution's weight is its adjoint convolution's: (in, out / groups, ...)
         channels = (in_channels, out_channels // groups) if self.transposed else \
             (out_channels, in_channels // groups)
@@ -138,7 +137,9 @@ class _ConvTransposeNd(_ConvNd):
         if padding_mode != "zeros":
             raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
-                         bias, padding_mode, device, dtype, output_padding)
+                         bias, padding_mode, device, dtype)
+        self.output_padding = as_tuple(output_padding, self._spatial, "output_padding",
+                                       type(self).__name__)
 
     def _output_padding(self, input, output_size):
         """The output padding that gives `output_size` (the last dims' sizes), as torch."""
