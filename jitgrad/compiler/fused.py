@@ -703,27 +703,31 @@ class Launch:
         types = [arr] * (len(v) + len(r) + len(c)) + [NUMBA_TYPE[kdt]] * len(self.scalars)
         outs = [(f"o{j}" if layout == "v" else f"q{j}") for j, (_, layout, _) in
                 enumerate(self.stores)]
+        # w: the buffers of one call's blocks, nbuf rows of `width` (the caller's: the
+        # kernel allocates nothing, so it runs without Numba's runtime and has a
+        # native file, see kernels/native.py)
         params += outs + [f"g{j}" for j in range(len(self.sinks))] + \
-            [f"p{j}" for j in range(len(self.reds))]
-        types += [arr] * (len(outs) + len(self.sinks)) + [f64] * len(self.reds)
+            [f"p{j}" for j in range(len(self.reds))] + ["w"]
+        types += [arr] * (len(outs) + len(self.sinks)) + [f64] * len(self.reds) + [arr]
         full = [f"v{j}" for j in range(len(v))] + [o for o in outs if o[0] == "o"] + \
             [f"g{j}" for j in range(len(self.sinks))]
         cols = [f"p{j}" for j, d in enumerate(self.reds) if d[1] == "col"]
         alls = [f"p{j}" for j, d in enumerate(self.reds) if d[1] != "col"]
         what = "fused kernel"
-        lines = [decorator("serial", f"void({', '.join(['int64'] * 5 + types)})"),
+        lines = [decorator("serial", f"void({', '.join(['int64'] * 5 + types)})", runtime=False),
                  f"def kernel({', '.join(['n', 'width', 'per_block', 'lo', 'hi'] + params)}):",
                  "    nrows = (n + width - 1) // width",
                  "    nb = (nrows + per_block - 1) // per_block"]
         lines += ["    " + g for g in length_guard("n", full, what) + length_guard(
             "nrows", [f"r{j}" for j in range(len(r))] + [o for o in outs if o[0] == "q"], what)
             + length_guard("width", [f"c{j}" for j in range(len(c))], what)
-            + length_guard("nb * width", cols, what) + length_guard("nb", alls, what)]
+            + length_guard("nb * width", cols, what) + length_guard("nb", alls, what)
+            + length_guard(f"{self.nbuf} * width", ["w"], what)]
         lines += ["    if lo < 0 or hi > nb or lo > hi:",
-                  f"        raise ValueError({what + ': blocks [lo, hi) out of range'!r})",
-                  "    for blk in range(lo, hi):"]
-        block = [f"b{j} = np.empty(width, T)" for j in range(self.nbuf)]
-        block += [f"f{j} = 0.0" for j, d in enumerate(self.reds) if d[1] != "col"]
+                  f"        raise ValueError({what + ': blocks [lo, hi) out of range'!r})"]
+        lines += [f"    b{j} = w[{j} * width:{j + 1} * width]" for j in range(self.nbuf)]
+        lines += ["    for blk in range(lo, hi):"]
+        block = [f"f{j} = 0.0" for j, d in enumerate(self.reds) if d[1] != "col"]
         block += [f"p{j}r = p{j}[blk * width:(blk + 1) * width]"
                   for j, d in enumerate(self.reds) if d[1] == "col"]
         block += ["for row in range(blk * per_block, min((blk + 1) * per_block, nrows)):",
@@ -742,7 +746,8 @@ class Launch:
     def kernel(self, modes):
         fn = self.kernels.get(modes)
         if fn is None:
-            fn = self.kernels[modes] = cache.load(f"fused_{self.kdt.name}", self.source(modes))
+            fn = self.kernels[modes] = cache.load_kernel(f"fused_{self.kdt.name}",
+                                                         self.source(modes))
         return fn
 
     def __call__(self, env, temps):
@@ -767,7 +772,8 @@ class Launch:
         parts = [np.zeros(nb * width) if part == "col" else np.empty(nb)
                  for _, part, _, _ in self.reds]
         args += parts
-        _spread(self.kernel(tuple(modes)), n, nb, (n, width, self.per_block), args)
+        _spread(self.kernel(tuple(modes)), n, nb, (n, width, self.per_block), args,
+                lambda: np.empty(self.nbuf * width, kdt))
         for (s, _, to_env), a in zip(self.stores, stored):
             if to_env:
                 env[s] = Tensor(a.astype(BOOL) if s in self.bools else a)
@@ -835,8 +841,8 @@ _pool = [None, None, 0]  # [thread pool, the process that made it, its threads]
 PIECES_PER_THREAD = 8
 
 
-def _spread(kernel, n, nb, head, args):
-    """Run kernel(*head, lo, hi, *args) over the blocks [0, nb) of a kernel of n
+def _spread(kernel, n, nb, head, args, scratch):
+    """Run kernel(*head, lo, hi, *args, scratch()) over the blocks [0, nb) of a kernel of n
     elements, shared out between jitgrad's threads (the kernels release the GIL)
     from PARALLEL_MIN_ELEMENTS elements on. Threads of our own rather than Numba's
     prange: a parallel kernel compiles 2-3 times slower. The blocks go in
@@ -844,7 +850,7 @@ def _spread(kernel, n, nb, head, args):
     slowed by other work does not hold up the step."""
     k = min(get_num_threads(), nb) if n >= PARALLEL_MIN_ELEMENTS and parallel_enabled() else 1
     if k <= 1:
-        kernel(*head, 0, nb, *args)
+        kernel(*head, 0, nb, *args, scratch())
         return
     if _pool[1] != os.getpid() or _pool[2] < k - 1:
         # a pool's threads do not survive fork: a child makes its own
@@ -854,8 +860,9 @@ def _spread(kernel, n, nb, head, args):
     pieces = iter([(nb * j // m, nb * (j + 1) // m) for j in range(m)])
 
     def work():
+        own = scratch()  # (a thread's blocks share their buffers)
         for lo, hi in pieces:  # next() on a list iterator is atomic under the GIL
-            kernel(*head, lo, hi, *args)
+            kernel(*head, lo, hi, *args, own)
     rest = [_pool[0].submit(work) for _ in range(k - 1)]
     work()
     for f in rest:
@@ -892,7 +899,7 @@ def _block_sum(buf, target):
 # keeps its order.
 SUM_SOURCE = """
 
-@numba.njit(fastmath={"reassoc"}, nogil=True, error_model="numpy")
+@numba.njit(fastmath={"reassoc"}, nogil=True, error_model="numpy", _nrt=False)
 def _sum(buf, m):
     s = 0.0
     for k in range(m):

@@ -77,13 +77,8 @@ def _interpreter():
     runs the same machine code, and a process whose programs need nothing else
     never imports Numba."""
     if not _interp:
-        source = _opcodes()[1]
-        entry = cache.load_native(_KERNEL, source)
-        if entry is None:
-            kernel = cache.load(_KERNEL, source)
-            if cache.save_native(_KERNEL, source, kernel):
-                entry = cache.load_native(_KERNEL, source)
-        _interp.append(entry.bind if entry is not None else _numba_binding(kernel))
+        kernel = cache.load_kernel(_KERNEL, _opcodes()[1])
+        _interp.append(kernel.bind if hasattr(kernel, "bind") else _numba_binding(kernel))
     return _interp[0]
 
 

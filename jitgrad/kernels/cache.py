@@ -236,9 +236,24 @@ def load_native(name, source):
     from . import native  # (ctypes, and llvmlite: only for a process that loads one)
     entry = native.load(data)
     if entry is not None:
+        entry.fallback = functools.partial(load, name, source)  # (for its errors)
         _memory[key] = entry
         _stats["disk_hits"] += 1
     return entry
+
+
+def load_kernel(name, source):
+    """The kernel of `source` (an @njit kernel without the runtime, see NO_RUNTIME),
+    as its native file's Entry where there is a usable one, so that a process
+    whose kernels all have one never imports Numba; else loaded through Numba,
+    and once this process compiled it, its native file written and loaded: every
+    process then runs the same machine code."""
+    entry = load_native(name, source)
+    if entry is None:
+        kernel = load(name, source)
+        if save_native(name, source, kernel):
+            entry = load_native(name, source)
+    return kernel if entry is None else entry
 
 
 def save_native(name, source, kernel):

@@ -3,15 +3,16 @@
 A warm process whose first compiled step needs only the scalar-tape
 interpreter (kernels/interp.py) spent 0.12 s importing Numba, a third of
 that step's start-up, only to load the interpreter from Numba's disk cache.
-So where Numba compiles a kernel of array arguments, `export` also turns its
-optimized LLVM IR into a small object file: the kernel's function, and an
-entry point that takes one block of words holding each array's data pointer
-and shape (C-contiguous) and calls it. The CPython wrapper, which calls Numba's own C
+So where Numba compiles a kernel of array and number arguments, `export` also
+turns its optimized LLVM IR into a small object file: the kernel's function,
+and an entry point that takes one block of words holding each array's data
+pointer and shape (C-contiguous), or the number, and calls it. The CPython wrapper, which calls Numba's own C
 helpers, is dropped, and the object calls nothing but the C math library.
 `load` brings that object into a process with llvmlite alone (LLVM's MCJIT:
 about 3 ms, against 0.15 s for importing Numba and loading the kernel), and
 `Entry.bind` makes a call of it on fixed arrays: one ctypes call with one
-argument, as cheap as Numba's own entry point.
+argument, as cheap as Numba's own entry point; calling the Entry itself packs
+its arguments at each call (a fused kernel's arrays change from step to step).
 
 An object is loaded only as it was written: its header records a digest of
 itself and the object, the CPU (name and features) it was generated for, and each
@@ -22,9 +23,11 @@ caller loads the kernel through Numba as before.
 
 Numba's calling convention for its compiled functions (a status return, a
 result pointer, an exception pointer, then each array as its fields:
-meminfo, parent, size, item size, data, shape, strides) is Numba's own, not a
-public interface: `export` checks the function's LLVM signature against it
-and exports nothing if it differs.
+meminfo, parent, size, item size, data, shape, strides, and each number as
+its LLVM type) is Numba's own, not a public interface: `export` checks the
+function's LLVM signature against it and exports nothing if it differs.
+A kernel that raises (a length guard) returns a non-zero status: the Entry
+raises ValueError then, without Numba's message, which only Numba can read.
 """
 import ctypes
 import hashlib
@@ -35,14 +38,16 @@ import sys
 import numpy as np
 
 ENTRY = "jitgrad_native_entry"
+# Numbers a kernel may take, as Numba passes them (a boolean: one byte)
+NUMBERS = {"int64": "i64", "float32": "float", "float64": "double", "bool": "i8"}
 _engines = []  # MCJIT engines whose code is in use: kept for the life of the process
 
 
 def export(kernel):
     """The bytes of a native file for the one compiled signature of `kernel` (a
-    Numba dispatcher over C-contiguous arrays, compiled in this process), or None
-    where it cannot be made (no LLVM IR at hand: loaded from Numba's disk cache;
-    another signature; not ELF)."""
+    Numba dispatcher over C-contiguous arrays and NUMBERS, compiled in this
+    process), or None where it cannot be made (no LLVM IR at hand: loaded from
+    Numba's disk cache; another signature; not ELF)."""
     if not sys.platform.startswith("linux"):
         return None
     overloads = getattr(kernel, "overloads", {})
@@ -52,11 +57,14 @@ def export(kernel):
     library = cres.library
     if getattr(library, "_disable_inspection", True):  # (from the disk cache: no IR)
         return None
-    arrays = []
+    arrays = []  # (dtype, number of axes, or None for a number) per parameter
     for t in cres.signature.args:
-        if getattr(t, "layout", None) != "C" or not hasattr(t, "ndim"):
+        if str(t) in NUMBERS:
+            arrays.append((np.dtype(str(t)), None))
+        elif getattr(t, "layout", None) == "C" and hasattr(t, "ndim"):
+            arrays.append((np.dtype(str(t.dtype)), t.ndim))
+        else:
             return None
-        arrays.append((np.dtype(str(t.dtype)), t.ndim))
     # (imported by Numba already, which compiled the kernel; its lock: one
     # thread at a time uses LLVM's target machine)
     import llvmlite.binding as llvm
@@ -71,8 +79,9 @@ def _object_file(llvm, library, inner, arrays):
     module = llvm.parse_assembly(library.get_llvm_str())
     params = [str(a.type) for a in module.get_function(inner).arguments]
     expected = ["ptr", "ptr"]
-    for _, ndim in arrays:
-        expected += ["ptr", "ptr", "i64", "i64", "ptr"] + ["i64"] * (2 * ndim)
+    for dtype, ndim in arrays:
+        expected += [NUMBERS[dtype.name]] if ndim is None else (
+            ["ptr", "ptr", "i64", "i64", "ptr"] + ["i64"] * (2 * ndim))
     if params != expected:
         return None  # Numba's calling convention changed: no export
     for fn in module.functions:  # all but the kernel's function go when unused
@@ -105,9 +114,10 @@ def digest(header, obj):
 
 
 def _entry_ir(module, inner, params, arrays):
-    """LLVM IR of ENTRY(block): `block` holds, for each array in turn, its data
-    pointer and its shape, as 64-bit words; the entry builds each array's fields
-    (no meminfo or parent, C-contiguous strides) and calls `inner`."""
+    """LLVM IR of ENTRY(block): `block` holds, for each parameter in turn, an
+    array's data pointer and its shape, or a number, as 64-bit words (a number in
+    its first bytes); the entry builds each array's fields (no meminfo or parent,
+    C-contiguous strides) and calls `inner`."""
     lines, fields, word = [], [], 0
 
     def read(kind, name):
@@ -117,6 +127,10 @@ def _entry_ir(module, inner, params, arrays):
         word += 1
         return f"%{name}"
     for k, (dtype, ndim) in enumerate(arrays):
+        if ndim is None:
+            kind = NUMBERS[dtype.name]
+            fields.append(f"{kind} {read(kind, f'x{k}')}")
+            continue
         data = read("ptr", f"p{k}")
         shape = [read("i64", f"s{k}_{d}") for d in range(ndim)]
         size = shape[0] if shape else "1"
@@ -149,7 +163,9 @@ def load(data):
         end = data.index(b"\n")
         header = json.loads(data[:end])
         obj = data[end + 1:]
-        arrays = [(np.dtype(dt), int(nd)) for dt, nd in header["arrays"]]
+        arrays = [(np.dtype(dt), None if nd is None else int(nd)) for dt, nd in header["arrays"]]
+        if any(nd is None and np.dtype(dt).name not in NUMBERS for dt, nd in header["arrays"]):
+            return None
         if digest(header, obj) != header["sha256"] or header["entry"] != ENTRY:
             return None
         process = ctypes.CDLL(None)
@@ -175,32 +191,60 @@ def load(data):
     if not address:
         return None
     _engines.append(engine)
-    return Entry(ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)(address), arrays)
+    return Entry(address, arrays)
 
 
 class Entry:
-    """A loaded entry point (see `load`) and the arrays it takes: (dtype, number of
-    axes) each."""
+    """A loaded entry point (see `load`) and the parameters it takes: (dtype, number
+    of axes, or None for a number) each. `fallback`, set by whoever loaded it
+    (kernels/cache.py), gives the same kernel as Numba loads it."""
 
-    def __init__(self, function, arrays):
-        self.function = function
+    def __init__(self, address, arrays):
+        self.function = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)(address)
+        self._packed = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_char_p)(address)
         self.arrays = arrays
+        self.fallback = None
+        # the block's words, packed in one call: a pointer and the shape of each
+        # array, a number in the first bytes of its word (little-endian, as LLVM
+        # loads it there)
+        self._words = struct.Struct("<" + "".join(
+            _NUMBER_FORMAT[dtype.name] if ndim is None else "Q" + "q" * ndim
+            for dtype, ndim in arrays))
+
+    def _block(self, operands):
+        """The words of a call on `operands`, checked as Numba's own wrapper checks
+        them (dtype, number of axes, C-contiguous, writable; a number of the kind
+        the parameter takes), or TypeError saying what is wrong."""
+        if len(operands) != len(self.arrays):
+            raise TypeError(f"the kernel takes {len(self.arrays)} arguments, got {len(operands)}")
+        words = []
+        for a, (dtype, ndim) in zip(operands, self.arrays):
+            if ndim is None:
+                words.append(a)
+                continue
+            try:
+                if type(a) is not np.ndarray or a.dtype is not dtype and a.dtype != dtype or \
+                        a.ndim != ndim:
+                    raise TypeError
+                # (a C-contiguous writable buffer, else TypeError: 3x faster than a.ctypes)
+                words.append(ctypes.addressof(ctypes.c_char.from_buffer(a)))
+            except ValueError:  # (empty: never read, checked alike)
+                if not (a.flags.c_contiguous and a.flags.writeable):
+                    raise TypeError(_wrong_array(a, dtype, ndim)) from None
+                words.append(0)
+            except TypeError:
+                raise TypeError(_wrong_array(a, dtype, ndim)) from None
+            words += a.shape
+        try:
+            return self._words.pack(*words)
+        except struct.error as e:
+            raise TypeError(f"the kernel's numbers: {e}") from None
 
     def bind(self, *operands):
         """A call of no arguments running the kernel on `operands`, which are
-        checked here, once, as Numba's own wrapper checks them at each call (dtype,
-        number of axes, C-contiguous, writable); the call holds them, so their
-        memory lives as long as it does. A call costs one ctypes call (0.2 us)."""
-        if len(operands) != len(self.arrays):
-            raise TypeError(f"the kernel takes {len(self.arrays)} arrays, got {len(operands)}")
-        words = []
-        for a, (dtype, ndim) in zip(operands, self.arrays):
-            if type(a) is not np.ndarray or a.dtype != dtype or a.ndim != ndim or not (
-                    a.flags.c_contiguous and a.flags.writeable):
-                raise TypeError(f"the kernel takes writable C-contiguous {ndim}-d {dtype} "
-                                f"arrays, got {a!r:.80}")
-            words += [a.ctypes.data, *a.shape]
-        block = np.array(words, dtype=np.int64)
+        checked here, once (see _block); the call holds them, so their memory
+        lives as long as it does. A call costs one ctypes call (0.2 us)."""
+        block = np.frombuffer(self._block(operands), np.int64)
         function, address = self.function, block.ctypes.data
 
         def call():
@@ -209,6 +253,30 @@ class Entry:
                 raise RuntimeError(f"a native kernel failed (Numba status {status})")
         call.holds = (operands, block)
         return call
+
+    def __call__(self, *operands):
+        """Run the kernel on `operands`, checked and packed at each call (1-2 us
+        more than Numba's own entry for a kernel of ten arrays). Arguments the
+        entry refuses go to the kernel as Numba loads it, which runs them or
+        raises its own error: the same as where there is no native file. So does
+        a call the kernel refused (its length guards, which come before it
+        writes anything), for Numba's message."""
+        try:
+            block = self._block(operands)
+        except TypeError:
+            return self.fallback()(*operands)
+        if self._packed(block):
+            self.fallback()(*operands)
+            raise RuntimeError("a native kernel refused arguments that the same kernel "
+                               "compiled by Numba took: please report this as a jitgrad bug")
+
+
+def _wrong_array(a, dtype, ndim):
+    return f"the kernel takes writable C-contiguous {ndim}-d {dtype} arrays, got {a!r:.80}"
+
+
+# struct's format of a number parameter's word
+_NUMBER_FORMAT = {"int64": "q", "float64": "d", "float32": "f4x", "bool": "?7x"}
 
 
 def undefined_symbols(obj):

@@ -9,6 +9,7 @@ backward, JVP, fused, optimizer; CPU and CUDA) is written from these pieces.
 - the length rule of flat kernels (length_guard in compiled CPU code,
   check_lengths on the host before a CUDA launch).
 """
+from .cache import NO_RUNTIME
 from .expr import jit_disabled, vmath_functions
 
 NUMBA_TYPE = {"float16": "float16", "float32": "float32", "float64": "float64", "int8": "int8",
@@ -48,27 +49,31 @@ def header(code="", target="serial", simulated=False):
     return "\n".join(lines) + "\n"
 
 
-def decorator(target, sig=None):
+def decorator(target, sig=None, runtime=True):
     """The decorator line of a kernel. CPU kernels get an explicit signature (it
     compiles at import, disk-cached, and tells LLVM the arrays are contiguous, which
     it needs to vectorize) and error_model="numpy" (1/0 is inf as in torch, and no
-    exception path blocks vectorization)."""
+    exception path blocks vectorization). Without `runtime`, for a kernel that
+    allocates nothing, Numba's runtime is left out (kernels/cache.py NO_RUNTIME), and
+    the kernel can have a native file (kernels/native.py)."""
     if target == "cuda":
         return "@cuda.jit(cache=True)"
     parallel = ", parallel=True" if target == "parallel" else ""
-    return f"@numba.njit({sig!r}, cache=True, nogil=True, error_model='numpy'{parallel})"
+    runtime = "" if runtime else f", {NO_RUNTIME}"
+    return (f"@numba.njit({sig!r}, cache=True, nogil=True, error_model='numpy'"
+            f"{parallel}{runtime})")
 
 
-def flat_kernel(target, params, types, loops, guard, what, setup=(), prelude=()):
+def flat_kernel(target, params, types, loops, guard, what, setup=(), prelude=(), runtime=True):
     """Lines of `def kernel(*params)` running `loops` over i in [0, n) on `target`.
 
     types: Numba type per parameter (the CPU signature; None for CUDA); loops:
     (condition or None, body lines) pairs, run as if/elif/else branches (one pair:
     no branch); guard: array parameters that must have n elements (checked in the
     kernel on the CPU; a CUDA launcher calls check_lengths); setup: lines before the
-    guard (e.g. defining n), prelude: lines after it."""
+    guard (e.g. defining n), prelude: lines after it; runtime: as for `decorator`."""
     sig = None if target == "cuda" else f"void({', '.join(types)})"
-    lines = [decorator(target, sig), f"def kernel({', '.join(params)}):"]
+    lines = [decorator(target, sig, runtime), f"def kernel({', '.join(params)}):"]
     lines += ["    " + line for line in setup]
     if target != "cuda":
         lines += ["    " + g for g in length_guard("n", guard, what)]

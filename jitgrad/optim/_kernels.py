@@ -69,15 +69,16 @@ def _source(args, loops, dtype, prelude=(), cuda=False):
     target = "cuda" if cuda else "serial"
     lines = flat_kernel(target, [a for a, _ in args], [types[k] for _, k in args], loops,
                         [a for a, k in args if k == "a" and a != "p"], "optimizer kernel",
-                        setup=["n = p.shape[0]"], prelude=prelude)
+                        setup=["n = p.shape[0]"], prelude=prelude, runtime=False)
     fma = "cuda" if cuda else "python" if jit_disabled() else "cpu"
     return header("", target) + _FMA[fma] + "\n".join(lines) + "\n"
 
 
 def _load(key, name, source):
-    fn = cache.load(name, source)
     if key[-1] == "cuda":
-        fn = _cuda_launcher(fn, key[-2])
+        fn = _cuda_launcher(cache.load(name, source), key[-2])
+    else:  # (its native file where there is one: kernels/native.py)
+        fn = cache.load_kernel(name, source)
     _kernels[key] = fn
     return fn
 

@@ -112,7 +112,7 @@ def test_a_bound_call_checks_its_arrays_before_it_runs(compiled):
         ops = good[:k] + [bad] + good[k + 1:]
         with pytest.raises(TypeError, match="writable C-contiguous"):
             entry.bind(*ops)
-    with pytest.raises(TypeError, match="takes 5 arrays, got 4"):
+    with pytest.raises(TypeError, match="takes 5 arguments, got 4"):
         entry.bind(*good[:4])
 
 
@@ -161,3 +161,43 @@ def test_the_interpreter_runs_natively_with_numbas_bits(tmp_path, monkeypatch):
     want, got = run(scalar._numba_binding(kernel)), run(entry.bind)
     np.testing.assert_array_equal(got, want)
     assert np.isfinite(got).sum() > m // 2  # (the samples exercise the formulas)
+
+
+NUMBERS_SOURCE = header() + f"""
+
+@numba.njit("void(int64, float32, float64, boolean, float32[::1], float64[::1])", cache=True,
+            nogil=True, error_model='numpy', {cache.NO_RUNTIME})
+def kernel(n, a, b, flag, out32, out64):
+    if out32.shape[0] != n or out64.shape[0] != n:
+        raise ValueError("numbers kernel: every array operand must have n elements")
+    for i in range(n):
+        out32[i] = a * np.float32(i) - np.float32(b) if flag else a
+        out64[i] = b * i + a
+"""
+
+
+@linux_only
+def test_numbers_pass_as_numba_passes_them(tmp_path, monkeypatch):
+    """int64, float32, float64 and bool parameters: the native call (packed at each
+    call) gives Numba's bits; what it refuses or the kernel rejects raises Numba's
+    own error, before anything is written."""
+    monkeypatch.setenv("JITGRAD_CACHE_DIR", str(tmp_path))
+    kernel = cache.load("native_numbers", NUMBERS_SOURCE)
+    assert cache.save_native("native_numbers", NUMBERS_SOURCE, kernel)
+    entry = cache.load_kernel("native_numbers", NUMBERS_SOURCE)
+    assert isinstance(entry, native.Entry)
+    for args in [(5, 1.25, -3.5, True), (5, np.float32(0.1), 1e300, False), (0, 2, 3, True)]:
+        want = [np.empty(args[0], np.float32), np.empty(args[0])]
+        got = [np.empty(args[0], np.float32), np.empty(args[0])]
+        kernel(*args, *want)
+        entry(*args, *got)
+        for w, g in zip(want, got):
+            np.testing.assert_array_equal(g, w)
+    out32, out64 = np.full(5, 7, np.float32), np.full(5, 7.0)
+    with pytest.raises(ValueError, match="must have n elements"):
+        entry(6, 1.0, 2.0, True, out32, out64)
+    with pytest.raises(TypeError, match="No matching definition"):
+        entry(5, 1.0, 2.0, True, out32, out64.astype(np.float32))
+    with pytest.raises(TypeError, match="No matching definition"):
+        entry(5, "1.0", 2.0, True, out32, out64)
+    assert (out32 == 7).all() and (out64 == 7).all()
