@@ -238,7 +238,7 @@ class Entry:
             words += a.shape
         try:
             return self._words.pack(*words)
-        except struct.error as e:
+        except (struct.error, OverflowError) as e:  # (1e300 as float32: Numba's inf)
             raise TypeError(f"the kernel's numbers: {e}") from None
 
     def bind(self, *operands):

@@ -186,7 +186,8 @@ def test_numbers_pass_as_numba_passes_them(tmp_path, monkeypatch):
     assert cache.save_native("native_numbers", NUMBERS_SOURCE, kernel)
     entry = cache.load_kernel("native_numbers", NUMBERS_SOURCE)
     assert isinstance(entry, native.Entry)
-    for args in [(5, 1.25, -3.5, True), (5, np.float32(0.1), 1e300, False), (0, 2, 3, True)]:
+    for args in [(5, 1.25, -3.5, True), (5, np.float32(0.1), 1e300, False), (0, 2, 3, True),
+                 (3, 1e300, -1e300, True)]:  # (a float32 too large: Numba's inf)
         want = [np.empty(args[0], np.float32), np.empty(args[0])]
         got = [np.empty(args[0], np.float32), np.empty(args[0])]
         kernel(*args, *want)
