@@ -202,8 +202,8 @@ class Entry:
     (kernels/cache.py), gives the same kernel as Numba loads it."""
 
     def __init__(self, address, arrays):
-        self.function = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)(address)
-        self._packed = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_char_p)(address)
+        # (a block of words: bytes, passed without a copy)
+        self.function = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_char_p)(address)
         self.arrays = arrays
         self.fallback = None
         # the block's words, packed in one call: a pointer and the shape of each
@@ -245,11 +245,11 @@ class Entry:
         """A call of no arguments running the kernel on `operands`, which are
         checked here, once (see _block); the call holds them, so their memory
         lives as long as it does. A call costs one ctypes call (0.2 us)."""
-        block = np.frombuffer(self._block(operands), np.int64)
-        function, address = self.function, block.ctypes.data
+        block = self._block(operands)
+        function = self.function
 
         def call():
-            status = function(address)
+            status = function(block)
             if status:
                 raise RuntimeError(f"a native kernel failed (Numba status {status})")
         call.holds = (operands, block)
@@ -266,7 +266,7 @@ class Entry:
             block = self._block(operands)
         except TypeError:
             return self.fallback()(*operands)
-        if self._packed(block):
+        if self.function(block):
             self.fallback()(*operands)
             raise RuntimeError("a native kernel refused arguments that the same kernel "
                                "compiled by Numba took: please report this as a jitgrad bug")
