@@ -3,13 +3,16 @@
 A trace runs the step once for real, so without care it holds what eager mode
 holds: every large intermediate of the forward pass, saved for the backward,
 then the backward's own. Instead, an elementwise op on large host arrays whose
-other operands are numbers, size-1 tensors or arrays of its result's shape
+other operands are numbers, size-1 tensors, arrays of its result's shape, or
+arrays broadcast along its last dim (a row's value, such as a mean kept with
+keepdim) or its other dims (a vector along the last dim, such as a weight)
 is only recorded: its result gets an array from `np.empty` that nothing writes
 yet (virtual memory: no page of it is resident), and a `Recipe` saying how to
 compute it from real arrays and other recipes. The first call that needs the
 values (any op other than such an elementwise one, a graph break, a repr, the
 end of the trace) fills the array: the recipes it depends on are computed
-again in blocks of BLOCK elements with the numpy stand-ins of their kernels,
+again in blocks of about BLOCK elements (whole rows where an operand is
+broadcast) with the numpy stand-ins of their kernels,
 so no intermediate exists whole and no Numba starts. A gradient bound for a
 leaf's `.grad` is computed block by block straight into the buffer that becomes
 `.grad`. Values nothing reads (the forward intermediates only the backward
@@ -22,25 +25,32 @@ import numpy as np
 
 from .. import _state
 from ..kernels.cpu import numpy_ufunc
-from ..kernels.fuse import LOOP_MIN_ELEMENTS
 from ..kernels.roles import role_formula
 from ..ops import pointwise
 from ..tensor import Tensor
 from .names import PURE, SWAPPED
 
-# Elements per block: a block's few live values take some 100 KB, and numpy's cost
-# per call is paid once per BLOCK elements (below LOOP_MIN_ELEMENTS: an op numpy
-# cannot run takes eager mode's small-op call, one ufunc).
-BLOCK = LOOP_MIN_ELEMENTS // 2
+# Elements per block: numpy's cost per call is paid once per BLOCK elements, and a
+# block's few live values (128 KB each in float32) stay in the core's cache. Measured
+# on W4's traced call: 0.08-0.1 s with 32768, 0.13-0.15 s with 8192, 0.1-0.11 with
+# 65536. (Below fuse.PARALLEL_MIN_ELEMENTS: an op numpy cannot run takes eager
+# mode's call, which then starts no threads.)
+BLOCK = 32768
+# The longest last dim a broadcast operand may have: a block of whole rows holds at
+# least one row and at most BLOCK elements.
+MAX_ROW = BLOCK
 
 
 class Recipe:
-    """How to compute one deferred value: `op` on `operands` (Python numbers, real
-    arrays: flat views of the result's length or size-1 arrays, other Recipes)."""
-    __slots__ = ("op", "operands", "kdt", "seq")
+    """How to compute one deferred value of `shape`: `op` on `operands` (Python
+    numbers; real arrays: flat views of the result's length, size-1 arrays, and where
+    `by_rows`, (rows, 1) views of a row-broadcast operand or 1-d views of one along
+    the last dim; other Recipes, of the same shape)."""
+    __slots__ = ("op", "operands", "kdt", "seq", "shape", "by_rows")
 
-    def __init__(self, op, operands, kdt, seq):
+    def __init__(self, op, operands, kdt, seq, shape, by_rows):
         self.op, self.operands, self.kdt, self.seq = op, operands, kdt, seq
+        self.shape, self.by_rows = shape, by_rows
 
 
 class Deferred:
@@ -61,7 +71,9 @@ class Deferred:
         """A Tensor whose values are `op(*operands)`, not computed yet, or None where
         the call is not one to defer (see the module docstring): float operands of one
         dtype, Python numbers, host arrays of the result's shape (contiguous, or a
-        broadcast single value) or of size 1, more than `min_elements` results."""
+        broadcast single value), of size 1 or broadcast by rows or along the last dim
+        (see _broadcast_view), deferred values of the result's shape, more than
+        `min_elements` results."""
         # the cheap test first: most calls (small tensors) stop here
         for v in operands:
             if type(v) is Tensor and v._data.size > self.min_elements:
@@ -77,7 +89,7 @@ class Deferred:
             shape = np.broadcast_shapes(*(v._data.shape for v in operands if type(v) is Tensor))
         except ValueError:
             return None  # eager mode raises its own error
-        parts = []
+        parts, by_rows = [], False
         for v in operands:
             if type(v) is not Tensor:
                 parts.append(v)
@@ -85,6 +97,8 @@ class Deferred:
             d = v._data
             entry = self.recipes.get(id(d))
             if entry is not None:
+                if entry[1].shape != shape:
+                    return None  # broadcast: it is filled, and eager mode runs the call
                 parts.append(entry[1])
             elif type(d) is not np.ndarray:
                 return None
@@ -93,12 +107,16 @@ class Deferred:
             elif d.shape == shape and (d.flags.c_contiguous or not any(d.strides)):
                 parts.append(d.reshape(-1))  # a view: a broadcast value keeps its 0 strides
             else:
-                return None
+                view = _broadcast_view(d, shape)
+                if view is None:
+                    return None
+                parts.append(view)
+                by_rows = True
         self.seq += 1
         arr = np.empty(shape, kdt)
         key = id(arr)
         self.recipes[key] = (weakref.ref(arr, lambda _: self.recipes.pop(key, None)),
-                             Recipe(op, tuple(parts), kdt, self.seq))
+                             Recipe(op, tuple(parts), kdt, self.seq, shape, by_rows))
         out = Tensor(arr)
         # the node eager mode's call records (pointwise.call's last lines)
         if op.differentiable and _state.local.grad_enabled and any(
@@ -119,11 +137,17 @@ class Deferred:
         """fn(*args, **kwargs), a call about to run now, after computing the deferred
         values it reads: all of them before a call that may change arrays in place
         (deferred values may read them). A gradient's accumulation into a leaf takes
-        its blocks as they are computed (see accumulate)."""
+        its blocks as they are computed (see accumulate); one that stores a leaf's
+        first .grad changes no array, so other gradients may stay deferred."""
         if self.recipes:
-            if name == "accumulate_grad" and self.accumulate(*args):
-                return None
-            if inplace or (op is None and name not in PURE):
+            if name == "accumulate_grad":
+                if self.accumulate(*args):
+                    return None
+                inplace = args[0]._grad_value is not None  # adds into the .grad there
+                pure = not inplace
+            else:
+                pure = op is not None or name in PURE
+            if inplace or not pure:
                 self.fill()
             else:
                 self.fill_tensors((args, kwargs))
@@ -178,6 +202,24 @@ class Deferred:
         return True
 
 
+def _broadcast_view(d, shape):
+    """d as an operand of a deferred value of `shape` evaluated by rows (rows: the
+    leading dims flattened): a (rows, 1) view where d holds one value per row, a
+    1-d view of the last dim where d is one vector along it (also where d is
+    expanded to `shape`: 0 strides); else None."""
+    cols = shape[-1] if shape else 1
+    if not 1 < cols <= MAX_ROW or d.ndim > len(shape):
+        return None
+    if 0 in d.strides:  # expanded (a mean's gradient): its values, once each
+        d = d[tuple(slice(0, 1) if s == 0 else slice(None) for s in d.strides)]
+    padded = (1,) * (len(shape) - d.ndim) + d.shape
+    if padded[:-1] == shape[:-1] and padded[-1] == 1:
+        return d.reshape(-1, 1)
+    if padded[-1] == cols and all(k == 1 for k in padded[:-1]):
+        return d.reshape(-1)
+    return None
+
+
 def _collect(v, keys):
     if isinstance(v, Tensor):
         keys.add(id(v._data))
@@ -189,22 +231,22 @@ def _collect(v, keys):
             _collect(x, keys)
 
 
-def _store(dest, lo, hi, block):
-    dest[lo:hi] = block
+def _store(dest, block):
+    dest[...] = block
 
 
-def _add(dest, lo, hi, block):
-    np.add(dest[lo:hi], block, out=dest[lo:hi])
+def _add(dest, block):
+    np.add(dest, block, out=dest)
 
 
 def evaluate(targets, sink):
-    """For each block of the targets' length: compute every recipe the targets need
-    on it (see block_kernel), and sink(dest, lo, hi, values) per (recipe, dest)
-    target. A tracer must not record these calls (Tracer.fill)."""
-    sizes = {dest.size for _, dest in targets}
-    if len(sizes) > 1:  # unrelated values: recipes of one value share its length
-        for n in sizes:
-            evaluate([t for t in targets if t[1].size == n], sink)
+    """For each block of the targets' shape: compute every recipe the targets need
+    on it (see block_kernel), and sink(dest's block, values) per (recipe, dest)
+    target, dest flat. A tracer must not record these calls (Tracer.fill)."""
+    shapes = {r.shape for r, _ in targets}
+    if len(shapes) > 1:  # unrelated values: recipes of one value share its shape
+        for shape in shapes:
+            evaluate([t for t in targets if t[0].shape == shape], sink)
         return
     order, seen, stack = [], set(), [r for r, _ in targets]
     while stack:
@@ -214,32 +256,50 @@ def evaluate(targets, sink):
             order.append(r)
             stack.extend(x for x in r.operands if type(x) is Recipe)
     order.sort(key=lambda r: r.seq)  # made in order: operands first
-    last = {}
+    index = {id(r): i for i, r in enumerate(order)}
+    wanted = {index[id(r)] for r, _ in targets}
+    last = {}  # recipe -> its last reader, after which its block is freed
     for i, r in enumerate(order):
         for x in r.operands:
             if type(x) is Recipe:
-                last[id(x)] = i
-    wanted = {id(r) for r, _ in targets}
-    kernels = {id(r): block_kernel(r.op, r.kdt) for r in order}
+                last[index[id(x)]] = i
     n = targets[0][1].size
-    for lo in range(0, n, BLOCK):
-        hi = min(lo + BLOCK, n)
-        values = {}
-        for i, r in enumerate(order):
-            args = []
-            for x in r.operands:
-                if type(x) is Recipe:
-                    args.append(values[id(x)])
-                elif type(x) is np.ndarray:
-                    args.append(x[lo:hi] if x.size == n else x)
-                else:
-                    args.append(x)
-            values[id(r)] = kernels[id(r)](*args)
-            for x in r.operands:  # free a block's value after its last reader
-                if type(x) is Recipe and last[id(x)] == i and id(x) not in wanted:
-                    values.pop(id(x), None)
-        for r, dest in targets:
-            sink(dest, lo, hi, values[id(r)].reshape(-1))
+    # Blocks are whole rows, as (rows, cols) arrays, where an operand is broadcast
+    # (cols: the last dim), else flat (cols 1). Each operand of a recipe is computed
+    # in the block (a Recipe), sliced by the block's rows, or whole (numbers, size-1
+    # arrays, vectors along the last dim).
+    cols = order[0].shape[-1] if any(r.by_rows for r in order) else 1
+    plans = []
+    for i, r in enumerate(order):
+        operands = []
+        for x in r.operands:
+            if type(x) is Recipe:
+                operands.append((_COMPUTED, index[id(x)]))
+            elif type(x) is not np.ndarray or x.size == 1:
+                operands.append((_WHOLE, x))
+            elif x.ndim == 2:  # one value per row
+                operands.append((_SLICED, x))
+            elif x.size == n:
+                operands.append((_SLICED, x.reshape(-1, cols)))
+            else:  # a vector along the last dim
+                operands.append((_WHOLE, x))
+        frees = [j for j, reader in last.items() if reader == i and j not in wanted]
+        plans.append((block_kernel(r.op, r.kdt), operands, frees))
+    sinks = [(index[id(r)], dest) for r, dest in targets]
+    rows, step = n // cols, max(1, BLOCK // cols)
+    for r0 in range(0, rows, step):
+        r1 = min(r0 + step, rows)
+        values = [None] * len(plans)
+        for i, (kernel, operands, frees) in enumerate(plans):
+            values[i] = kernel(*[values[x] if kind is _COMPUTED else
+                                 x[r0:r1] if kind is _SLICED else x for kind, x in operands])
+            for j in frees:
+                values[j] = None
+        for i, dest in sinks:  # (a value may be one per row: it broadcasts)
+            sink(dest[r0 * cols:r1 * cols].reshape(-1, cols), values[i])
+
+
+_COMPUTED, _SLICED, _WHOLE = "computed", "sliced", "whole"
 
 
 _STAND_INS = {}  # (op, dtype) -> numpy function, or None where numpy lacks one

@@ -70,6 +70,39 @@ def test_numbers_zero_dim_and_broadcast_operands_and_returned_intermediates():
     first_call(f, [x, s])
 
 
+def layer_norm_step(x, w, b):
+    # centred reads a (rows, 1) mean, the output a weight and a bias along the last
+    # dim, the backward the mean's gradient expanded to x's shape (0 strides)
+    centred = x - x.mean(-1, keepdim=True)
+    var = (centred * centred).mean(-1, keepdim=True)
+    y = centred * jitgrad.rsqrt(var + 1e-5) * w + b
+    loss = (y * y).sum()
+    loss.backward()
+    return loss, y
+
+
+@pytest.mark.parametrize("shape", [(3, 40, 50), (2, 70_000), (N, 1)],
+                         ids=["rows of 50", "rows too long to defer", "one column"])
+def test_operands_broadcast_by_rows_or_along_the_last_dim(shape):
+    x, w, b = arrays("rows", shape, shape[-1:], (1,) * (len(shape) - 1) + shape[-1:])
+    first_call(layer_norm_step, [x, w, b])
+
+
+def test_a_value_expanded_along_the_last_dim_as_the_only_array():
+    def f(x):
+        m = x.mean(-1, keepdim=True).expand(x.shape)  # 0 strides: one value per row
+        return (m * 2.0 + x).sum(), m * 3.0           # m * 3.0: computed at the end
+
+    first_call(f, arrays("expanded", (100, 50)))
+
+
+def test_a_deferred_value_broadcast_into_a_larger_one():
+    def f(a, y):
+        return ((a.exp() + y) * 2).sum()  # a.exp(): deferred, (N, 1), then broadcast
+
+    first_call(f, arrays("deferred broadcast", (N, 1), (N, 3)))
+
+
 def test_forward_only_capture_then_backward_outside():
     def f(x):
         return jitgrad.tanh(x.sin() * x.exp())  # its node saves deferred values
@@ -174,6 +207,19 @@ def test_the_first_call_holds_about_one_array_not_every_intermediate():
     # x.grad (16 MiB), the loss's input while it is summed (16 MiB, freed before .grad
     # exists), blocks of a few hundred KB and bookkeeping
     assert peak < 24 << 20, f"{peak / 2 ** 20:.1f} MiB"
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="needs Linux /proc")
+def test_a_layer_norm_first_call_defers_its_broadcast_products():
+    shape = (1 << 12, 1 << 10)  # 16 MiB per float32 array
+    values = arrays("memory rows", shape, shape[-1:], shape[-1:], dtype=np.float32)
+    leaves = [jitgrad.tensor(v, requires_grad=True) for v in values]
+    compiled = jitgrad.compile(layer_norm_step)
+    gc.collect()
+    peak = _peak_rss_above(lambda: compiled(*leaves))
+    # x.grad, y (returned) and the inputs of the reductions (mean, sum, sum_to_size)
+    # while they run: 80 MiB; 127 where products against the (rows, 1) values ran whole
+    assert peak < 96 << 20, f"{peak / 2 ** 20:.1f} MiB"
 
 
 @pytest.fixture
