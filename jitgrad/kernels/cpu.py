@@ -52,14 +52,20 @@ def ufunc(name, args, body, arg_dtypes, compute_dtype, out_dtype, prefix=None, i
         FORMULAS[u] = (tuple(args), body, prefix, compute_dtype)
         return u
     exact = numpy_is_exact_on(body, compute_dtype)
+    tracing = _state.trace[0] is not None
     # Numba started: a kernel in the disk cache loads at once, but a trace keeps the
     # stand-in of an exact formula (loading a ufunc builds its loop: 0.05-0.1 s each,
     # on the first call of a compiled step).
-    if cache.started() and not (exact and _state.trace[0] is not None) or (
-            not exact and cache.is_ready(key, source())):
+    if cache.started() and not (exact and tracing):
+        return compiled()
+    # Not started: an inexact formula's kernel in the disk cache loads at once, so
+    # that eager steps give its bits from the first, except in a trace, which would
+    # start Numba (0.3 s) for it: there the stand-in runs, in traces only.
+    ready = not exact and cache.is_ready(key, source())
+    if ready and not tracing:
         return compiled()
     return staged(compiled, numpy_ufunc(args, body, prefix, arg_dtypes, compute_dtype,
-                                        out_dtype, name), install)
+                                        out_dtype, name), install, traces_only=ready)
 
 
 def loop(name, args, kinds, body, arg_dtypes, compute_dtype, out_dtype, parallel, install=None):
@@ -109,7 +115,10 @@ def loop(name, args, kinds, body, arg_dtypes, compute_dtype, out_dtype, parallel
 # A stand-in whose formula calls exp, tanh, sin ... (numpy's math, not jitgrad's)
 # differs from the kernel in the last bit, so identical steps would give different
 # bits before and after the handover. Such a stand-in runs only while its kernel
-# must be compiled (not in the disk cache); with a warm cache the kernel loads at once.
+# must be compiled (not in the disk cache); with a warm cache the kernel loads at once,
+# except in a trace before Numba has started, which runs the stand-in rather than
+# start Numba: the trace's own values may differ in the last bit, as its deferred
+# values do (compiler/deferred.py), and eager calls after it load the kernel.
 PROMOTE_AFTER_STEPS = 2
 PROMOTE_AFTER_CALLS = 16
 NUMPY_TIER = ("float32", "float64")  # dtypes whose numpy arithmetic matches the kernels'
@@ -140,7 +149,10 @@ def flat_staged(chosen, first, serial=None, install=None, exact=True):
     if cache.started() and (serial is None or cache.is_ready(name, source())):
         return compiled()
     if first is not None and not exact and cache.is_ready(name, source()):
-        return compiled()
+        # (as in `ufunc`: at once, except in a trace)
+        if _state.trace[0] is None:
+            return compiled()
+        return staged(compiled, first, install, traces_only=True)
     if first is None:
         if serial is None:
             return compiled()
@@ -148,13 +160,14 @@ def flat_staged(chosen, first, serial=None, install=None, exact=True):
     return staged(compiled, first, install)
 
 
-def staged(compiled, first, install=None):
+def staged(compiled, first, install=None, traces_only=False):
     """A callable running `first` (a stand-in computing the same results) for the
     calls of its first PROMOTE_AFTER_STEPS steps, of jitgrad.compile traces and while
-    another thread compiles, then compiled() (the kernel) from
-    then on; `install(kernel)` is called once with it, so that a caller keeping
-    kernels can drop this wrapper. compiled() at once when `first` is None. Device
-    operands go to the compiled kernel, which hands them to their backend."""
+    another thread compiles (with `traces_only`, for the calls of traces only), then
+    compiled() (the kernel) from then on; `install(kernel)` is called once with it,
+    so that a caller keeping kernels can drop this wrapper. compiled() at once when
+    `first` is None. Device operands go to the compiled kernel, which hands them to
+    their backend."""
     if first is None:
         return compiled()
     start = _steps[0]
@@ -165,9 +178,10 @@ def staged(compiled, first, install=None):
         nonlocal calls, kernel
         if kernel is None:
             calls += 1
-            young = calls <= PROMOTE_AFTER_CALLS and _steps[0] - start < PROMOTE_AFTER_STEPS
-            if (young or _state.trace[0] is not None or cache.compiling_in_background()) \
-                    and _on_host(args):
+            waits = not traces_only and (
+                calls <= PROMOTE_AFTER_CALLS and _steps[0] - start < PROMOTE_AFTER_STEPS or
+                cache.compiling_in_background())
+            if (waits or _state.trace[0] is not None) and _on_host(args):
                 return first(*args, **kwargs)
             kernel = compiled()
             if install is not None:
@@ -200,7 +214,12 @@ def numpy_ufunc(args, body, prefix, arg_dtypes, compute_dtype, out_dtype, what):
            "    finally:\n"
            "        ERRSTATE.reset(token)\n"
            "    if out is None:\n"
-           f"        out = np.empty(np.broadcast({', '.join(params)}).shape, OUT)\n"
+           f"        shape = np.broadcast({', '.join(params)}).shape\n"
+           # a new array of the result's shape and dtype is the result (no copy)
+           "        if type(r) is np.ndarray and r.base is None and r.dtype == OUT and "
+           f"r.shape == shape{''.join(f' and r is not {a}' for a in params)}:\n"
+           "            return r\n"
+           "        out = np.empty(shape, OUT)\n"
            "    out[...] = r\n"
            "    return out\n")
     namespace = {"np": np, "T": compute_dtype.type, "OUT": out_dtype, "ERRSTATE": ERRSTATE,

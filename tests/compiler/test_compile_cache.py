@@ -43,3 +43,36 @@ def test_second_process_compiles_no_kernel(tmp_path):
     (first, losses1), (second, losses2) = runs
     assert first > 0, "the first process compiled nothing: the test would prove nothing"
     assert second == 0 and losses1 == losses2
+
+
+def test_a_trace_runs_inexact_eager_kernels_of_the_disk_cache_without_numba(tmp_path):
+    """The disk cache holds, from eager runs, kernels of formulas whose numpy form
+    differs in the last bit (exp, tanh): eager calls load them at once, for their
+    bits, but a trace runs the numpy form rather than start Numba (0.3 s) for them;
+    eager calls after the trace give the kernels' bits."""
+    code = """
+        import os, sys
+        import numpy as np, jitgrad
+        x = jitgrad.tensor(np.linspace(-3, 3, 1000, dtype=np.float32), requires_grad=True)
+
+        def step(x):
+            x.grad = None
+            y = (x.exp() * x.tanh()).sum()  # small tensors: eager ufuncs, not deferred
+            y.backward()
+            return y
+        if os.environ["STEP"] == "eager":
+            for _ in range(4):  # (the third step compiles and caches the kernels)
+                step(x)
+        else:
+            jitgrad.compile(step)(x)
+            print("numba" in sys.modules)
+            step(x)
+        print(x.grad.numpy().tobytes().hex())
+    """
+    eager = run_isolated(code, JITGRAD_CACHE_DIR=str(tmp_path), STEP="eager")
+    assert eager.returncode == 0, eager.stderr
+    traced = run_isolated(code, JITGRAD_CACHE_DIR=str(tmp_path), STEP="trace")
+    assert traced.returncode == 0, traced.stderr
+    numba, bits = traced.stdout.split()
+    assert numba == "False"
+    assert bits == eager.stdout.split()[-1]  # the kernels' bits, not numpy's
