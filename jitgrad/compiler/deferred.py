@@ -143,11 +143,10 @@ class Deferred:
             if name == "accumulate_grad":
                 if self.accumulate(*args):
                     return None
-                inplace = args[0]._grad_value is not None  # adds into the .grad there
-                pure = not inplace
+                changes = args[0]._grad_value is not None  # adds into the .grad there
             else:
-                pure = op is not None or name in PURE
-            if inplace or not pure:
+                changes = inplace or (op is None and name not in PURE)
+            if changes:
                 self.fill()
             else:
                 self.fill_tensors((args, kwargs))
@@ -208,7 +207,7 @@ def _broadcast_view(d, shape):
     1-d view of the last dim where d is one vector along it (also where d is
     expanded to `shape`: 0 strides); else None."""
     cols = shape[-1] if shape else 1
-    if not 1 < cols <= MAX_ROW or d.ndim > len(shape):
+    if not 1 < cols <= MAX_ROW:
         return None
     if 0 in d.strides:  # expanded (a mean's gradient): its values, once each
         d = d[tuple(slice(0, 1) if s == 0 else slice(None) for s in d.strides)]
